@@ -1,0 +1,29 @@
+# Two commands set everything up on a fresh machine with Python >= 3.10:
+#   make demo   creates .venv, installs xdex, runs the demo on the bundled dataset
+#   make test   creates .venv with the test extras, runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# A local wheel folder (if the machine has one) lets pip find the CPU build of torch offline.
+PIP_FLAGS ?= $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+.PHONY: demo test install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(PIP_FLAGS) -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/xdex demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

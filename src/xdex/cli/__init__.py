@@ -1,0 +1,43 @@
+"""The `xdex` command line: `xdex data ...`, `xdex evaluate`, `xdex demo`.
+
+Each command group lives in its own module; this one assembles them and turns
+expected user errors (bad data, missing files) into a one-paragraph message and a
+non-zero exit instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from xdex.cli import data as data_cmds
+from xdex.cli import demo as demo_cmds
+from xdex.cli import evaluate as evaluate_cmds
+from xdex.cli.common import run_guarded
+
+app = typer.Typer(
+    name="xdex",
+    help="Extreme multi-label classification with label text.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(data_cmds.app, name="data")
+evaluate_cmds.register(app)
+demo_cmds.register(app)
+
+
+@app.callback()
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    run_guarded(app)

@@ -1,0 +1,64 @@
+"""Problems found in user data, reported with the file and line they come from.
+
+Readers never stop at the first problem: they record every problem in a
+:class:`ProblemLog`, so that ``xdex data validate`` can list them all, and
+loading raises a single :class:`DataFormatError` that names the first ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: the file, the 1-based line (None for the whole file) and what is wrong."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.message}"
+
+
+class DataFormatError(ValueError):
+    """Raised when a dataset cannot be loaded; ``problems`` lists everything found."""
+
+    def __init__(self, problems: list[Problem], shown: int = 5):
+        self.problems = list(problems)
+        lines = [str(p) for p in self.problems[:shown]]
+        more = len(self.problems) - shown
+        if more > 0:
+            lines.append(f"... and {more} more problem(s); `xdex data validate` lists them all")
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class ProblemLog:
+    """Collects problems while reading; ``max_per_file`` bounds the noise of a badly broken file."""
+
+    problems: list[Problem] = field(default_factory=list)
+    max_per_file: int = 100
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, path: str | Path, line: int | None, message: str) -> None:
+        key = str(path)
+        n = self._counts.get(key, 0)
+        self._counts[key] = n + 1
+        if n < self.max_per_file:
+            self.problems.append(Problem(key, line, message))
+        elif n == self.max_per_file:
+            self.problems.append(Problem(key, None, f"more than {self.max_per_file} problems; stopped listing"))
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise DataFormatError(self.problems)
