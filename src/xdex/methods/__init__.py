@@ -1,0 +1,1 @@
+"""Method recipes built on the shared engine."""
