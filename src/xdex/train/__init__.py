@@ -1,0 +1,7 @@
+"""The shared training loop, optimisers and schedules."""
+
+from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers, lr_factor
+from xdex.train.trainer import Objective, Trainer, TrainerConfig
+
+__all__ = ["OptimConfig", "build_optimizers", "build_schedulers", "lr_factor", "Objective", "Trainer",
+           "TrainerConfig"]

@@ -1,0 +1,182 @@
+"""The training loop every recipe shares.
+
+A recipe supplies an :class:`Objective` (its model, how an epoch's batches are built, the loss of a
+batch, and the refresh hooks that run every τ epochs); the trainer owns everything else: optimisers
+and schedules, gradient clipping, bf16 autocast, per-epoch checkpoints written atomically, exact
+resume, a JSONL metrics log and model selection on a validation split.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from xdex.atomic import atomic_path, atomic_write_text
+from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.pt"
+METRICS_LOG = "metrics.jsonl"
+
+
+class Objective(Protocol):
+    """What a recipe plugs into the trainer."""
+
+    model: nn.Module
+
+    def steps_per_epoch(self) -> int:
+        """Number of batches in an epoch (fixes the learning-rate schedule)."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Run the refresh hooks due at ``epoch`` (clustering, hard negatives, ...)."""
+
+    def batches(self, epoch: int) -> Sequence[Any]:
+        """The batches of ``epoch``; must depend only on the objective's state and ``epoch``."""
+
+    def loss(self, batch: Any) -> torch.Tensor:
+        """Scalar loss of one batch, with the graph attached."""
+
+    def epoch_stats(self) -> dict[str, float]:
+        """Statistics of the epoch just finished (e.g. average positives per label pool)."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = 10
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    bf16: bool = False
+    eval_every: int = 1
+    select_metric: str = "P@1"
+    seed: int = 0
+    progress: bool = True
+
+
+class Trainer:
+    """Trains ``objective.model``; ``evaluate`` (validation metrics, higher is better) selects the model kept."""
+
+    def __init__(
+        self,
+        objective: Objective,
+        config: TrainerConfig,
+        workdir: str | Path,
+        evaluate: Callable[[], dict[str, float]] | None = None,
+    ):
+        self.objective = objective
+        self.model = objective.model
+        self.cfg = config
+        self.workdir = Path(workdir)
+        self.evaluate = evaluate
+        self.history: list[dict] = []
+        self.best_score = -float("inf")
+        self.best_epoch = -1
+        self.best_state: dict | None = None
+
+    def fit(self, resume: bool = False) -> list[dict]:
+        """Train for ``config.epochs`` epochs; with ``resume`` continue from the last checkpoint."""
+        torch.manual_seed(self.cfg.seed)
+        total = max(1, self.objective.steps_per_epoch() * self.cfg.epochs)
+        self.optimizers = build_optimizers(self.model, self.cfg.optim)
+        self.schedulers = build_schedulers(self.optimizers, total, self.cfg.optim)
+        start = 0
+        if resume:
+            start = self._load_checkpoint()
+        for epoch in range(start, self.cfg.epochs):
+            self._train_epoch(epoch)
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+            log.info("kept the model of epoch %d (%s = %.2f on validation)",
+                     self.best_epoch + 1, self.cfg.select_metric, self.best_score)
+        return self.history
+
+    # -- one epoch ---------------------------------------------------------------------------
+    def _train_epoch(self, epoch: int) -> None:
+        torch.manual_seed(int(np.random.SeedSequence([self.cfg.seed, epoch]).generate_state(1)[0]))
+        t0 = time.perf_counter()
+        self.model.train()
+        self.objective.start_epoch(epoch)
+        batches = self.objective.batches(epoch)
+        losses = []
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.cfg.progress,
+                   leave=False, unit="batch")
+        for batch in bar:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+                loss = self.objective.loss(batch)
+            for opt in self.optimizers:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.cfg.optim.grad_clip:
+                dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+                torch.nn.utils.clip_grad_norm_(dense, self.cfg.optim.grad_clip)
+            for opt in self.optimizers:
+                opt.step()
+            for sch in self.schedulers:
+                sch.step()
+            losses.append(float(loss.detach()))
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        record: dict[str, Any] = {
+            "epoch": epoch + 1,
+            "loss": float(np.mean(losses)) if losses else float("nan"),
+            "lr": self.schedulers[0].get_last_lr()[0],
+            "seconds": round(time.perf_counter() - t0, 3),
+            **self.objective.epoch_stats(),
+        }
+        if self.evaluate is not None and ((epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs):
+            self.model.eval()
+            with torch.no_grad():
+                metrics = self.evaluate()
+            record["valid"] = metrics
+            score = metrics[self.cfg.select_metric]
+            if score > self.best_score:
+                self.best_score, self.best_epoch = score, epoch
+                self.best_state = copy.deepcopy(self.model.state_dict())
+        self.history.append(record)
+        log.info("epoch %d: %s", epoch + 1, json.dumps(record))
+        self._save_checkpoint(epoch)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _save_checkpoint(self, epoch: int) -> None:
+        state = {
+            "epoch": epoch,
+            "model": self.model.state_dict(),
+            "optimizers": [o.state_dict() for o in self.optimizers],
+            "schedulers": [s.state_dict() for s in self.schedulers],
+            "objective": self.objective.state_dict(),
+            "history": self.history,
+            "best": (self.best_score, self.best_epoch, self.best_state),
+        }
+        with atomic_path(self.workdir / CHECKPOINT) as tmp:
+            torch.save(state, tmp)
+        atomic_write_text(self.workdir / METRICS_LOG, "".join(json.dumps(r) + "\n" for r in self.history))
+
+    def _load_checkpoint(self) -> int:
+        path = self.workdir / CHECKPOINT
+        if not path.exists():
+            log.info("no checkpoint in %s: starting from scratch", self.workdir)
+            return 0
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        for o, s in zip(self.optimizers, state["optimizers"]):
+            o.load_state_dict(s)
+        for sch, s in zip(self.schedulers, state["schedulers"]):
+            sch.load_state_dict(s)
+        self.objective.load_state_dict(state["objective"])
+        self.history = state["history"]
+        self.best_score, self.best_epoch, self.best_state = state["best"]
+        log.info("resumed from %s after epoch %d", path, state["epoch"] + 1)
+        return state["epoch"] + 1

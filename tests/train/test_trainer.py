@@ -1,0 +1,103 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from xdex.train import OptimConfig, Trainer, TrainerConfig, lr_factor
+
+
+class Interrupt(Exception):
+    pass
+
+
+class ToyObjective:
+    """Regression of a fixed random target with a dense layer, a sparse table and dropout."""
+
+    def __init__(self, fail_at: tuple[int, int] | None = None):
+        torch.manual_seed(0)
+        self.model = nn.ModuleDict(
+            {"table": nn.Embedding(20, 4, sparse=True), "dense": nn.Linear(4, 1), "drop": nn.Dropout(0.2)}
+        )
+        g = torch.Generator().manual_seed(1)
+        self.target = torch.randn(20, generator=g)
+        self.fail_at = fail_at
+        self.refreshes = 0
+
+    def steps_per_epoch(self):
+        return 5
+
+    def start_epoch(self, epoch):
+        self.refreshes += 1
+
+    def batches(self, epoch):
+        rng = np.random.default_rng([3, epoch])
+        return [(epoch, i, torch.as_tensor(rng.permutation(20)[:4])) for i in range(5)]
+
+    def loss(self, batch):
+        epoch, i, ids = batch
+        if self.fail_at == (epoch, i):
+            raise Interrupt()
+        pred = self.model["dense"](self.model["drop"](self.model["table"](ids))).squeeze(-1)
+        return ((pred - self.target[ids]) ** 2).mean()
+
+    def epoch_stats(self):
+        return {"refreshes": float(self.refreshes)}
+
+    def state_dict(self):
+        return {"refreshes": self.refreshes}
+
+    def load_state_dict(self, state):
+        self.refreshes = state["refreshes"]
+
+
+def _cfg(epochs=4):
+    return TrainerConfig(epochs=epochs, optim=OptimConfig(lr=0.05, lr_sparse=0.1), progress=False)
+
+
+def test_loss_decreases_and_log_is_written(tmp_path):
+    obj = ToyObjective()
+    history = Trainer(obj, _cfg(6), tmp_path).fit()
+    assert history[-1]["loss"] < history[0]["loss"]
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4, 5, 6]
+
+
+def test_resume_after_interruption_equals_uninterrupted_run(tmp_path):
+    full = ToyObjective()
+    Trainer(full, _cfg(), tmp_path / "a").fit()
+
+    broken = ToyObjective(fail_at=(2, 3))  # dies in the middle of the third epoch
+    with pytest.raises(Interrupt):
+        Trainer(broken, _cfg(), tmp_path / "b").fit()
+    resumed = ToyObjective()
+    history = Trainer(resumed, _cfg(), tmp_path / "b").fit(resume=True)
+    assert [r["epoch"] for r in history] == [1, 2, 3, 4]
+    for k, v in full.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k
+    assert resumed.refreshes == full.refreshes
+
+
+def test_validation_selects_the_best_epoch(tmp_path):
+    obj = ToyObjective()
+    scores = iter([1.0, 3.0, 2.0])
+    snapshots = []
+
+    def evaluate():
+        snapshots.append({k: v.clone() for k, v in obj.model.state_dict().items()})
+        return {"P@1": next(scores)}
+
+    Trainer(obj, _cfg(3), tmp_path, evaluate=evaluate).fit()
+    for k, v in obj.model.state_dict().items():
+        assert torch.equal(v, snapshots[1][k])
+
+
+def test_lr_schedule_warmup_then_decay():
+    cfg = OptimConfig(warmup_ratio=0.1, schedule="linear")
+    assert lr_factor(0, 100, cfg) == pytest.approx(0.1)
+    assert lr_factor(9, 100, cfg) == pytest.approx(1.0)
+    assert lr_factor(55, 100, cfg) == pytest.approx(0.5)
+    cos = OptimConfig(warmup_ratio=0.0, schedule="cosine")
+    assert lr_factor(50, 100, cos) == pytest.approx(0.5)
+    assert lr_factor(100, 100, cos) == pytest.approx(0.0)
