@@ -1,4 +1,4 @@
-"""The `xdex` command line: `xdex data ...`, `xdex evaluate`, `xdex demo`.
+"""The `xdex` command line: `xdex data ...`, `xdex train`, `xdex evaluate`, `xdex predict`, `xdex demo`.
 
 Each command group lives in its own module; this one assembles them and turns
 expected user errors (bad data, missing files) into a one-paragraph message and a
@@ -15,6 +15,8 @@ import typer
 from xdex.cli import data as data_cmds
 from xdex.cli import demo as demo_cmds
 from xdex.cli import evaluate as evaluate_cmds
+from xdex.cli import predict as predict_cmds
+from xdex.cli import train as train_cmds
 from xdex.cli.common import run_guarded
 
 app = typer.Typer(
@@ -25,7 +27,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_cmds.app, name="data")
+train_cmds.register(app)
 evaluate_cmds.register(app)
+predict_cmds.register(app)
 demo_cmds.register(app)
 
 

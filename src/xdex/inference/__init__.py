@@ -1,0 +1,6 @@
+"""Retrieval of labels for queries: encode, search, rank."""
+
+from xdex.inference.model import DualEncoderModel
+from xdex.inference.retrieval import retrieve
+
+__all__ = ["DualEncoderModel", "retrieve"]

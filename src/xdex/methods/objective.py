@@ -1,0 +1,147 @@
+"""The dual-encoder training objective shared by the NGAME and DEXML recipes.
+
+Each epoch: (1) at refresh epochs, one embedding pass over the training queries (and the labels
+when hard negatives are mined) feeds the refresh hooks: balanced 2-means clusters of the queries
+become NGAME's negative-mining-aware batches, and an index search gives each query a shortlist of
+hard negatives (DEXML Sec. 5.4); (2) each batch's label pool is the sampled positives of its
+queries plus η sampled hard negatives per query, with every in-pool positive masked (UniDEC Fig. 2);
+(3) the loss is applied to S = Φ(x)·Φ(z)ᵀ over the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from xdex.cluster import balanced_kmeans, clusters_to_lists
+from xdex.index import ExactIndex
+from xdex.modules.dual_encoder import DualEncoder
+from xdex.sampling import Batch, ClusterSchedule, HardNegatives, QueryBatcher, build_batch
+from xdex.text.tokens import TokenizedTexts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SamplingConfig:
+    """How batches and label pools are built."""
+
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per query: 1 = one positive (POL), > 1 = pick-some-labels
+    refresh_every: int = 5  # τ: epochs between refreshes of clusters and hard negatives
+    first_refresh: int = 1  # epoch (0-based) of the first refresh; random batches before it
+    clustered: bool = True  # NGAME negative-mining-aware batches
+    cluster_size: int = 8  # cluster size at the first refresh ...
+    cluster_growth: float = 2.0  # ... multiplied by this at every later refresh ...
+    cluster_max: int = 64  # ... up to this size
+    hard_negatives: int = 0  # η: hard negatives sampled per query per step (0 = in-batch only)
+    shortlist_size: int | None = None  # |H_i|; default η·τ (UniDEC's advice)
+    embed_batch_size: int = 1024
+
+
+class DualEncoderObjective:
+    """Trainer objective for a :class:`DualEncoder` and any engine loss."""
+
+    def __init__(
+        self,
+        net: DualEncoder,
+        loss: nn.Module,
+        queries: TokenizedTexts,
+        labels: TokenizedTexts,
+        train_labels: sp.csr_matrix,
+        config: SamplingConfig,
+        seed: int = 0,
+    ):
+        if len(queries) != train_labels.shape[0] or len(labels) != train_labels.shape[1]:
+            raise ValueError(
+                f"{len(queries)} queries and {len(labels)} labels for a {train_labels.shape} label matrix"
+            )
+        self.net = net
+        self.loss_fn = loss
+        self.model = nn.ModuleDict({"net": net, "loss": loss})  # everything the optimisers train
+        self.queries = queries
+        self.labels = labels
+        self.y = sp.csr_matrix(train_labels)
+        self.cfg = config
+        self.seed = seed
+        self.batcher = QueryBatcher(len(queries), config.batch_size, seed=seed)
+        self.schedule = ClusterSchedule(config.cluster_size, config.cluster_growth, config.cluster_max)
+        self.clusters: list[np.ndarray] | None = None
+        self.negatives: HardNegatives | None = None
+        self._pool_sizes: list[int] = []
+        self._in_pool: list[float] = []
+
+    # -- trainer protocol ---------------------------------------------------------------------
+    def steps_per_epoch(self) -> int:
+        return len(self.batcher)
+
+    def is_refresh_epoch(self, epoch: int) -> bool:
+        c = self.cfg
+        return epoch >= c.first_refresh and (epoch - c.first_refresh) % c.refresh_every == 0
+
+    def start_epoch(self, epoch: int) -> None:
+        self._pool_sizes, self._in_pool = [], []
+        if (self.cfg.clustered or self.cfg.hard_negatives) and self.is_refresh_epoch(epoch):
+            self.refresh((epoch - self.cfg.first_refresh) // self.cfg.refresh_every)
+
+    def batches(self, epoch: int) -> list[tuple[int, int, np.ndarray]]:
+        return [(epoch, i, q) for i, q in enumerate(self.batcher.epoch(epoch, self.clusters))]
+
+    def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
+        batch = self.make_batch(item)
+        self._pool_sizes.append(len(batch.label_ids))
+        self._in_pool.append(batch.avg_positives_in_pool)
+        q = self.net(self.queries[batch.query_ids])
+        z = self.net(self.labels[batch.label_ids])
+        return self.loss_fn(q @ z.T, torch.from_numpy(batch.positives))
+
+    def epoch_stats(self) -> dict[str, float]:
+        if not self._pool_sizes:
+            return {}
+        return {"avg_pool_size": float(np.mean(self._pool_sizes)),
+                "avg_positives_in_pool": float(np.mean(self._in_pool))}
+
+    def state_dict(self) -> dict:
+        return {"clusters": self.clusters,
+                "shortlist": None if self.negatives is None else self.negatives.shortlist}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.clusters = state["clusters"]
+        self.negatives = None if state["shortlist"] is None else HardNegatives(state["shortlist"])
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def make_batch(self, item: tuple[int, int, np.ndarray]) -> Batch:
+        """Label pool and mask of batch ``i`` of ``epoch``; its randomness depends only on (seed, epoch, i)."""
+        epoch, i, query_ids = item
+        rng = np.random.default_rng([self.seed, epoch, i, 1])
+        negatives = None
+        if self.negatives is not None and self.cfg.hard_negatives > 0:
+            negatives = self.negatives.sample(query_ids, self.cfg.hard_negatives, rng)
+        return build_batch(self.y, query_ids, rng, beta=self.cfg.beta, negatives=negatives)
+
+    def refresh(self, r: int) -> None:
+        """The r-th refresh: one embedding pass shared by the clustering and hard-negative hooks."""
+        q = self.net.embed(self.queries, self.cfg.embed_batch_size).numpy()
+        if self.cfg.clustered:
+            k = min(self.schedule.num_clusters(len(q), r), _floor_pow2(len(q)))
+            assign = balanced_kmeans(q, num_clusters=k, seed=self.seed + r)
+            self.clusters = clusters_to_lists(assign)
+            log.info("refresh %d: %d query clusters of ~%d", r, k, len(q) // k)
+        if self.cfg.hard_negatives > 0:
+            size = self.cfg.shortlist_size or self.cfg.hard_negatives * self.cfg.refresh_every
+            z = self.net.embed(self.labels, self.cfg.embed_batch_size).numpy()
+            index = ExactIndex(z.shape[1], metric="ip")
+            index.add(z)
+            max_pos = int(np.diff(self.y.indptr).max(initial=0))
+            _, ids = index.search(q, min(len(z), size + min(max_pos, 64)))
+            self.negatives = HardNegatives.from_search(ids, self.y, size)
+            log.info("refresh %d: hard-negative shortlists of %d labels", r, size)
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << max(0, int(n).bit_length() - 1)

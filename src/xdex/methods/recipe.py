@@ -1,0 +1,186 @@
+"""Recipes: a YAML config chooses the encoder, the loss, the batches and the trainer settings.
+
+``train(dataset, config, out)`` is the one training entry point behind ``xdex train``: NGAME and
+DEXML are configs (``configs/ngame.yaml``, ``configs/dexml.yaml``) of the same dual-encoder wiring,
+never a copy of the training loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import yaml
+
+from xdex import __version__
+from xdex.config import from_dict, load_config, to_dict
+from xdex.data.dataset import Catalogue, Dataset, Split
+from xdex.encoders.factory import build_encoder
+from xdex.index import build_index
+from xdex.inference.model import MARKER, DualEncoderModel
+from xdex.inference.retrieval import retrieve
+from xdex.losses import build_loss
+from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.metrics.measures import compute_metrics
+from xdex.metrics.ranking import remove_pairs
+from xdex.modules.dual_encoder import DualEncoder
+from xdex.train import Trainer, TrainerConfig
+
+log = logging.getLogger(__name__)
+
+METHODS = ("ngame", "dexml")
+
+
+@dataclass
+class DataConfig:
+    label_text: Literal["text", "text+desc"] = "text"  # what the label side of the encoder reads
+    validation_size: int = 1000  # training documents held out for model selection (0: none)
+    eval_ks: list[int] = field(default_factory=lambda: [1, 3, 5])
+
+
+@dataclass
+class RecipeConfig:
+    method: str = "ngame"
+    encoder: dict = field(default_factory=lambda: {"type": "bag", "dim": 256})
+    loss: dict = field(default_factory=lambda: {"name": "triplet"})
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    index: dict = field(default_factory=lambda: {"kind": "exact"})
+
+
+def recipe_path(method: str) -> Path:
+    """The packaged YAML recipe of ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return Path(str(resources.files("xdex") / "configs" / f"{method}.yaml"))
+
+
+def load_recipe(method: str, path: str | Path | None = None, overrides: list[str] | None = None) -> RecipeConfig:
+    """The packaged recipe of ``method``, then the user's YAML file, then ``key=value`` overrides."""
+    base = yaml.safe_load(recipe_path(method).read_text(encoding="utf-8"))
+    cfg = load_config(RecipeConfig, path, overrides, base=base)
+    if cfg.method != method:
+        raise ValueError(f"the config is for method {cfg.method!r} but --method is {method!r}")
+    return cfg
+
+
+def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids (training, validation): ``size`` random labelled documents held out for model selection."""
+    labelled = np.flatnonzero(np.diff(train.labels.indptr) > 0)
+    size = min(size, len(labelled) // 5)
+    rng = np.random.default_rng([seed, 17])
+    valid = np.sort(rng.choice(labelled, size=size, replace=False)) if size > 0 else np.zeros(0, np.int64)
+    keep = np.setdiff1d(np.arange(len(train)), valid)
+    return keep, valid
+
+
+def validation_filter(dataset: Dataset, rows: np.ndarray) -> sp.csr_matrix | None:
+    """Filter pairs for held-out training rows, so validation is scored like the test split.
+
+    The training split's own filter pairs when it has them; otherwise, when the test split has filter
+    pairs (a same-universe dataset, where a document can be the very entry a label stands for), the
+    pairs of a document and the label with the same id.
+    """
+    n_labels = len(dataset.labels)
+    if dataset.train.filter is not None:
+        return dataset.train.filter[rows]
+    if dataset.test is None or dataset.test.filter is None:
+        return None
+    position = {key: j for j, key in enumerate(dataset.labels.ids)}
+    pairs = [(i, position[dataset.train.ids[r]]) for i, r in enumerate(rows) if dataset.train.ids[r] in position]
+    r, c = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    return sp.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=(len(rows), n_labels))
+
+
+def label_texts(labels: Catalogue, mode: str) -> list[str]:
+    if mode == "text+desc" and labels.descs is not None:
+        return [f"{t} {d}".strip() for t, d in zip(labels.texts, labels.descs)]
+    return list(labels.texts)
+
+
+def data_fingerprint(dataset: Dataset) -> str:
+    h = hashlib.sha256()
+    for text in dataset.train.texts:
+        h.update(text.encode("utf-8") + b"\0")
+    h.update(dataset.train.labels.indices.tobytes() + dataset.train.labels.indptr.tobytes())
+    for text in dataset.labels.texts:
+        h.update(text.encode("utf-8") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
+    """Train ``config`` on ``dataset``'s training split and write the model directory ``out``."""
+    out = Path(out)
+    workdir = out / "training"
+    if (out / MARKER).exists() and not resume:
+        raise FileExistsError(f"{out} already holds a trained model; choose another --out (or --resume)")
+    seed = config.trainer.seed
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
+    y_all = dataset.train.labels
+    y_train = y_all[train_rows]
+    query_texts = [dataset.train.texts[i] for i in train_rows]
+    lab_texts = label_texts(dataset.labels, config.data.label_text)
+    encoder = build_encoder(config.encoder, query_texts + lab_texts)
+    cache = encoder.token_cache(workdir / "tokens")
+    queries, labels = cache.get(query_texts), cache.get(lab_texts)
+    net = DualEncoder(encoder)
+    loss = build_loss(**config.loss)
+    objective = DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed=seed)
+
+    evaluate = None
+    if len(valid_rows):
+        valid_tokens = cache.get([dataset.train.texts[i] for i in valid_rows])
+        y_valid = y_all[valid_rows]
+        pairs = validation_filter(dataset, valid_rows)
+        k_max = max(config.data.eval_ks) + (int(np.diff(pairs.indptr).max(initial=0)) if pairs is not None else 0)
+
+        def evaluate() -> dict[str, float]:
+            z = net.embed(labels, config.sampling.embed_batch_size).numpy()
+            q = net.embed(valid_tokens, config.sampling.embed_batch_size).numpy()
+            ranking = retrieve(q, z, k_max)
+            if pairs is not None:
+                ranking = remove_pairs(ranking, pairs)
+            return compute_metrics(ranking, y_valid, config.data.eval_ks)
+
+    trainer = Trainer(objective, config.trainer, workdir, evaluate=evaluate)
+    history = trainer.fit(resume=resume)
+    train_seconds = time.perf_counter() - t0
+
+    z = net.embed(labels, config.sampling.embed_batch_size).numpy()
+    index_params = dict(config.index)
+    index = build_index(index_params.pop("kind", "exact"), z.shape[1], "ip", **index_params)
+    index.add(z)
+    meta = {
+        "xdex_version": __version__,
+        "torch_version": torch.__version__,
+        "python": platform.python_version(),
+        "method": config.method,
+        "dataset": dataset.name,
+        "data_fingerprint": data_fingerprint(dataset),
+        "n_train": int(len(train_rows)),
+        "n_validation": int(len(valid_rows)),
+        "n_labels": len(dataset.labels),
+        "train_seconds": round(train_seconds, 1),
+        "best_epoch": trainer.best_epoch + 1 if trainer.best_state is not None else len(history),
+        "validation": history[trainer.best_epoch]["valid"] if trainer.best_state is not None else None,
+    }
+    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
+    model.save(out)
+    log.info("model written to %s (%.0f s)", out, train_seconds)
+    return model
+
+
+def config_from_model(model: DualEncoderModel) -> RecipeConfig:
+    return from_dict(RecipeConfig, model.config)

@@ -1,0 +1,33 @@
+"""Dual encoder: one encoder Φ shared by queries and labels, embeddings on the unit sphere.
+
+The score of query x and label l is the cosine Φ(x)·Φ(z_l) (NGAME; DEXML Sec. 3).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from xdex.encoders.base import Encoder
+from xdex.text.tokens import TokenizedTexts
+
+
+class DualEncoder(nn.Module):
+    """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
+
+    def __init__(self, encoder: Encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def forward(self, tokens: TokenizedTexts) -> torch.Tensor:
+        return F.normalize(self.encoder(tokens).float(), dim=-1)
+
+    @torch.no_grad()
+    def embed(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Normalised embeddings of all texts, no graph, eval mode, input order."""
+        return F.normalize(self.encoder.embed(tokens, batch_size=batch_size), dim=-1)
