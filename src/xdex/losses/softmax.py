@@ -1,0 +1,52 @@
+"""Softmax cross-entropy over the label pool (DEXML Eq. 3), a.k.a. multi-positive InfoNCE."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from xdex.losses.base import PoolLoss
+from xdex.losses.temperature import Temperature, as_temperature
+
+
+class SoftmaxCE(PoolLoss):
+    """The "standard softmax" of DEXML (Eq. 3, Eq. 4 with the whole pool as negatives).
+
+    With logits x_ij = s_ij / τ, each positive p of query i costs
+
+        −log( e^{x_ip} / Σ_{j in pool} e^{x_ij} ),
+
+    where the denominator holds every pool entry, the other positives included. The row
+    loss ℓ_i sums these terms over the positives P_i (DEXML Eq. 3, Appendix C.2), or averages
+    them when ``normalize=True`` (the 1/|P_i| of UniDEC's PAL-N, see :class:`~xdex.losses.PALN`).
+
+    Args:
+        temperature: τ, a number or a shared :class:`Temperature`. The default 0.05 suits
+            cosine scores (DEXML Table 7).
+        learnable_temperature: learn τ, starting from ``temperature``.
+        normalize: divide each row's sum by |P_i|.
+    """
+
+    def __init__(
+        self, temperature: float | Temperature = 0.05, learnable_temperature: bool = False, normalize: bool = False
+    ):
+        super().__init__()
+        self.temperature = as_temperature(temperature, learnable_temperature)
+        self.normalize = normalize
+
+    def row_losses(self, scores: Tensor, positives: Tensor) -> Tensor:
+        logits = self.temperature(scores)
+        log_denominator = torch.logsumexp(logits, dim=1)
+        num_positives = positives.sum(dim=1)
+        positive_logits = logits.masked_fill(~positives, 0.0).sum(dim=1)
+        losses = num_positives * log_denominator - positive_logits
+        if self.normalize:
+            losses = losses / num_positives.clamp(min=1)
+        return losses
+
+    def extra_repr(self) -> str:
+        return f"normalize={self.normalize}"
+
+
+InfoNCE = SoftmaxCE
+"""Multi-positive InfoNCE with the pool as negatives: the same loss as :class:`SoftmaxCE`."""
