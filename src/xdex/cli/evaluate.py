@@ -1,9 +1,112 @@
-"""`xdex evaluate`: metrics of a prediction file (or, later, a model) on a dataset's test split."""
+"""`xdex evaluate`: metrics of a trained model, or of a prediction file, on a dataset's test split.
+
+The metrics come from :func:`xdex.metrics.evaluate_predictions`, which every way of producing
+a ranking shares; this module gets the ranking (by predicting with the model, or by reading the
+file) and prints the result.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+import xdex.data
+from xdex.data.dataset import Dataset
+from xdex.metrics import (
+    DEFAULT_KS,
+    DEFAULT_RECALL_KS,
+    Ranking,
+    decile_contributions,
+    evaluate_predictions,
+    format_metrics,
+    parse_propensity,
+    plot_deciles,
+    read_predictions,
+)
+from xdex.metrics.evaluation import filtered, require_test
+
+logger = logging.getLogger(__name__)
+
+DATA_HELP = "Dataset folder (any supported layout), or 'demo' for the bundled dataset."
+
+
+def parse_ks(text: str, option: str) -> list[int]:
+    """Sorted distinct positive integers from a comma-separated list such as "1,3,5"."""
+    try:
+        ks = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        ks = []
+    if not ks or ks[0] < 1:
+        raise ValueError(f"{option}: expected comma-separated positive integers such as 1,3,5, got {text!r}")
+    return ks
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("evaluate")(evaluate)
+
+
+def evaluate(
+    model_dir: Optional[Path] = typer.Argument(None, help="Model directory written by `xdex train`."),
+    pred: Optional[Path] = typer.Option(
+        None, "--pred", help="Instead of a model: predictions for the test split, .jsonl[.gz], .npz or .txt."),
+    data: str = typer.Option(..., "--data", help=DATA_HELP),
+    k: str = typer.Option(",".join(map(str, DEFAULT_KS)), "--k", help="k of P@k, nDCG@k, PSP@k and PSnDCG@k."),
+    recall_k: str = typer.Option(",".join(map(str, DEFAULT_RECALL_KS)), "--recall-k", help="k of R@k."),
+    propensity: str = typer.Option(
+        "default", "--propensity", help="Propensity model: default | amazon | wikipedia | A,B | none."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric name -> percent."),
+    deciles: Optional[Path] = typer.Option(
+        None, "--deciles", help="Write a plot of each label decile's share of P@k (largest --k) to this file."),
+) -> None:
+    """Test-split metrics of MODEL_DIR or of --pred FILE (filter pairs removed from the predictions)."""
+    if (model_dir is None) == (pred is None):
+        raise ValueError("give either a MODEL_DIR or --pred FILE (exactly one)")
+    ks, recall_ks = parse_ks(k, "--k"), parse_ks(recall_k, "--recall-k")
+    model = None if propensity.strip().lower() == "none" else parse_propensity(propensity)
+    dataset = xdex.data.load(data)
+    test = require_test(dataset)
+    depth = _depth(dataset, ks + recall_ks)
+    if pred is not None:
+        ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
+    else:
+        ranking = _predict_with_model(model_dir, dataset, depth)
+    metrics = evaluate_predictions(ranking, dataset, ks, model, recall_ks)
+    typer.echo(json.dumps(metrics) if as_json else format_metrics(metrics))
+    if deciles is not None:
+        _plot_deciles(ranking, dataset, max(ks), deciles, echo=not as_json)
+
+
+def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int) -> Ranking:
+    """The model's ranking of the test split, after checking that it was trained on these labels."""
+    from xdex.inference.model import DualEncoderModel
+
+    trained = DualEncoderModel.load(model_dir)
+    if list(trained.label_ids) != list(dataset.labels.ids):
+        raise ValueError(
+            f"{model_dir} was trained on {len(trained.label_ids)} labels that are not the "
+            f"{dataset.n_labels} labels of {dataset.name} (ids differ)"
+        )
+    return trained.predict(require_test(dataset).texts, depth)
+
+
+def _depth(dataset: Dataset, ks: list[int]) -> int:
+    """Predictions to keep per row: the largest k plus the most filter pairs of any test row."""
+    test = require_test(dataset)
+    most_filtered = 0 if test.filter is None else int(test.filter.getnnz(axis=1).max(initial=0))
+    return max(ks) + most_filtered
+
+
+def _plot_deciles(ranking: Ranking, dataset: Dataset, k: int, path: Path, echo: bool) -> None:
+    test = require_test(dataset)
+    report = decile_contributions(filtered(ranking, test), test.labels, dataset.train.labels, k=k)
+    plot_deciles(report, path, title=f"{dataset.name}: P@{k} = {report.precision:.2f}% by label decile")
+    logger.info("wrote the decile plot to %s", path)
+    if echo:
+        typer.echo(f"\nshare of P@{k} by label decile (1 = most training documents, equal training volume):")
+        typer.echo(f"{'decile':>6} {'labels':>8} {'train pairs':>12} {f'P@{k}':>8}")
+        for b, share in enumerate(report.contributions):
+            typer.echo(f"{b + 1:>6} {report.labels_per_bin[b]:>8} {report.train_pairs_per_bin[b]:>12} {share:8.2f}")

@@ -132,7 +132,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     y_train = y_all[train_rows]
     query_texts = [dataset.train.texts[i] for i in train_rows]
     lab_texts = label_texts(dataset.labels, config.data.label_text)
-    encoder = build_encoder(config.encoder, query_texts + lab_texts)
+    encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}  # null = unset
+    encoder = build_encoder(encoder_cfg, query_texts + lab_texts)
     cache = encoder.token_cache(workdir / "tokens")
     queries, labels = cache.get(query_texts), cache.get(lab_texts)
     net = DualEncoder(encoder)
