@@ -12,6 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it; done once, at import, before any thread writes files
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path``, on error it is removed."""
@@ -19,6 +28,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the user's usual permissions
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -18,13 +18,15 @@ def fail(message: str, code: int = 1) -> None:
 def run_guarded(app: typer.Typer) -> None:
     """Run the app; user-facing errors become a short message and exit code 1 or 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code instead of raising it
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except DataFormatError as e:
         typer.echo(f"error: the data cannot be loaded:\n{e}", err=True)
         sys.exit(1)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+    except OSError as e:  # missing files, existing outputs that would be overwritten, permissions
         typer.echo(f"error: {e}", err=True)
         sys.exit(1)
     except ValueError as e:

@@ -19,6 +19,7 @@ class Catalogue:
 
     ``ids`` are stable string identifiers (row ``i`` is item ``i`` everywhere else),
     ``texts`` the short titles the encoders read, ``descs`` optional longer descriptions.
+    Texts are never blank, except for the labels of a bag-of-words dataset, which have none.
     """
 
     ids: list[str]
@@ -43,6 +44,8 @@ class Split:
     with sorted indices; ``aux`` an optional ``N x M`` CSR matrix of links to auxiliary items;
     ``filter`` an optional ``N x L`` CSR matrix of (document, label) pairs that must be removed
     from predictions before evaluation (e.g. a document's self-link in same-universe datasets).
+    ``features`` is an optional ``N x D`` CSR matrix of bag-of-words features: a dataset in the
+    sparse bag-of-words layout carries features instead of texts (its texts are empty strings).
     """
 
     ids: list[str]
@@ -50,12 +53,13 @@ class Split:
     labels: sp.csr_matrix
     aux: sp.csr_matrix | None = None
     filter: sp.csr_matrix | None = None
+    features: sp.csr_matrix | None = None
 
     def __post_init__(self) -> None:
         n = len(self.ids)
         if len(self.texts) != n:
             raise ValueError(f"{n} ids but {len(self.texts)} texts")
-        for name in ("labels", "aux", "filter"):
+        for name in ("labels", "aux", "filter", "features"):
             m = getattr(self, name)
             if m is None:
                 continue
@@ -106,6 +110,10 @@ class Dataset:
                     raise ValueError(
                         f"{split_name} aux matrix has {split.aux.shape[1]} columns for {len(self.aux_items)} items"
                     )
+        if self.test is not None:
+            train_d, test_d = (s.features.shape[1] if s.features is not None else None for s in (self.train, self.test))
+            if train_d != test_d:
+                raise ValueError(f"train has {train_d} feature columns, test {test_d} (None: no features)")
 
     @property
     def n_labels(self) -> int:

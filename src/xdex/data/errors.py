@@ -7,6 +7,7 @@ loading raises a single :class:`DataFormatError` that names the first ones.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,23 @@ class ProblemLog:
     def __len__(self) -> int:
         return len(self.problems)
 
+    def ordered(self) -> list[Problem]:
+        """The problems by file (in the order the files were first reported), then line.
+
+        A whole-file problem comes before the file's line problems if it was reported before
+        them (an empty file), else after them (e.g. the note that listing stopped).
+        """
+        files: dict[str, int] = {}
+        with_lines: set[str] = set()
+        keys = []
+        for i, p in enumerate(self.problems):
+            files.setdefault(p.path, len(files))
+            if p.line is not None:
+                with_lines.add(p.path)
+            line = p.line if p.line is not None else (math.inf if p.path in with_lines else -1)
+            keys.append((files[p.path], line, i))
+        return [self.problems[i] for *_, i in sorted(keys)]
+
     def raise_if_any(self) -> None:
         if self.problems:
-            raise DataFormatError(self.problems)
+            raise DataFormatError(self.ordered())
