@@ -1,0 +1,187 @@
+"""Bag-of-embeddings encoder (the "Bag-of-embedding" backbone of DEXA Table 5, after Astec).
+
+A text ``x`` with token ids ``t_1 .. t_n`` (repeats kept, so term frequency counts) is embedded as
+the weighted mean of its token embeddings,
+
+    e(x) = P · (sum_i w(t_i) E[t_i]) / (sum_i w(t_i)),
+
+with ``E`` the ``V x e`` embedding table, ``P`` an ``e -> d`` projection present only when the table
+width ``e`` differs from ``d`` (started as a random semi-orthogonal matrix), and the token weights
+
+* ``"idf"``: fixed inverse document frequencies, ``w(t) = ln((1 + N) / (1 + df(t))) + 1`` (smoothed IDF
+  over the ``N`` texts of the training corpus, ``df(t)`` = texts containing ``t``), i.e. a TF-IDF
+  weighted mean;
+* ``"learned"``: ``w(t) = exp(u_t)``, one trainable scalar per token (started at ``ln idf`` when IDF
+  weights are given, else at 0);
+* ``"none"``: ``w(t) = 1``, the plain mean.
+
+The output is not normalised (heads normalise). A text without tokens embeds to the zero vector.
+With ``sparse=True`` the table (and the learned weights) get sparse gradients, for ``torch.optim.SparseAdam``.
+Its operations are small: on a few cores one intra-op thread (``torch.set_num_threads(1)``) runs it
+fastest (docs/benchmarks.md, "Encoders").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from xdex.atomic import atomic_path
+from xdex.encoders.base import Encoder, read_config
+from xdex.encoders.pretrained import read_embedding_matrix
+from xdex.text.collate import bag_inputs
+from xdex.text.tokenizer import Tokenizer
+from xdex.text.tokens import TokenizedTexts
+
+WEIGHTINGS = ("idf", "learned", "none")
+WEIGHTS_FILE = "model.safetensors"
+
+
+def idf_weights(tokens: TokenizedTexts, vocab_size: int) -> np.ndarray:
+    """Smoothed inverse document frequency of every token id: ``ln((1 + N) / (1 + df)) + 1`` (float32)."""
+    counts = sp.csr_matrix(
+        (np.ones(len(tokens.ids), dtype=np.int32), np.asarray(tokens.ids), np.asarray(tokens.offsets)),
+        shape=(len(tokens), vocab_size),
+    )
+    counts.sum_duplicates()  # one entry per (text, token): column counts are document frequencies
+    df = np.bincount(counts.indices, minlength=vocab_size)
+    return (np.log((1.0 + len(tokens)) / (1.0 + df)) + 1.0).astype(np.float32)
+
+
+class BagOfEmbeddings(Encoder):
+    """Weighted mean of token embeddings (see the module docstring for the formula)."""
+
+    kind = "bag"
+    special_tokens = False
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        dim: int,
+        *,
+        weighting: str = "idf",
+        idf: np.ndarray | torch.Tensor | None = None,
+        max_length: int = 32,
+        sparse: bool = False,
+        embeddings: np.ndarray | torch.Tensor | None = None,
+        seed: int = 0,
+    ):
+        """``embeddings``: an initial ``V x e`` table (e.g. from a pre-trained model; a projection to ``dim``
+        is added when ``e != dim``); by default a ``vocab_size x dim`` table drawn from ``N(0, 1/dim)``.
+        ``idf``: per-token IDF weights (:func:`idf_weights`), required for ``weighting="idf"``."""
+        super().__init__()
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
+        if dim < 1 or max_length < 1:
+            raise ValueError(f"dim and max_length must be positive, got {dim} and {max_length}")
+        generator = torch.Generator().manual_seed(seed)
+        if embeddings is None:
+            table = torch.randn(tokenizer.vocab_size, dim, generator=generator) / dim**0.5
+        else:
+            table = torch.as_tensor(embeddings, dtype=torch.float32).clone()
+            if table.ndim != 2 or table.shape[0] < tokenizer.vocab_size:
+                raise ValueError(
+                    f"the embedding table has shape {tuple(table.shape)}; "
+                    f"it needs {tokenizer.vocab_size} rows for the tokenizer's vocabulary"
+                )
+        rows, width = table.shape
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.weighting = weighting
+        self.sparse = sparse
+        self._dim = dim
+        self.embedding = nn.EmbeddingBag(rows, width, mode="sum", sparse=sparse, include_last_offset=True)
+        self.embedding.weight.data.copy_(table)
+        self.projection: nn.Linear | None = None
+        if width != dim:
+            self.projection = nn.Linear(width, dim, bias=False)
+            nn.init.orthogonal_(self.projection.weight, generator=generator)
+
+        idf_tensor = None if idf is None else torch.as_tensor(idf, dtype=torch.float32).flatten()
+        if idf_tensor is not None and idf_tensor.shape[0] != rows:
+            raise ValueError(f"idf must hold one weight per table row ({rows}), got {idf_tensor.shape[0]}")
+        if idf_tensor is not None and not bool((idf_tensor > 0).all()):
+            raise ValueError("idf weights must be positive")
+        self.log_weight: nn.Embedding | None = None
+        if weighting == "idf":
+            if idf_tensor is None:
+                raise ValueError("weighting='idf' needs IDF weights; compute them with idf_weights(tokens, vocab_size)")
+            self.register_buffer("idf", idf_tensor)
+        elif weighting == "learned":
+            self.log_weight = nn.Embedding(rows, 1, sparse=sparse)
+            start = torch.zeros(rows) if idf_tensor is None else idf_tensor.log()
+            self.log_weight.weight.data.copy_(start.unsqueeze(1))
+
+    @classmethod
+    def from_pretrained(
+        cls, model_dir: str | Path, dim: int | None = None, *, tensor_name: str | None = None, **kwargs: Any
+    ) -> BagOfEmbeddings:
+        """Start from the token-embedding matrix and tokenizer of a local model folder (``dim`` defaults
+        to the matrix width; other keyword arguments as for the constructor)."""
+        tokenizer = Tokenizer.from_pretrained_dir(model_dir)
+        matrix = read_embedding_matrix(model_dir, tensor_name)
+        return cls(tokenizer, dim or matrix.shape[1], embeddings=matrix, **kwargs)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def token_weights(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """``w(t)`` for each id (None for the unweighted mean)."""
+        if self.weighting == "idf":
+            return self.idf[ids]
+        if self.log_weight is not None:
+            return self.log_weight(ids).squeeze(1).exp()
+        return None
+
+    def forward(self, batch: TokenizedTexts) -> torch.Tensor:
+        ids, offsets = bag_inputs(batch, self.device)
+        lengths = offsets[1:] - offsets[:-1]
+        weights = self.token_weights(ids)
+        summed = self.embedding(ids, offsets, per_sample_weights=weights)
+        if weights is None:
+            total = lengths.to(summed.dtype)
+        else:
+            total = torch.segment_reduce(weights, "sum", offsets=offsets, unsafe=True)
+        mean = summed / total.clamp_min(torch.finfo(summed.dtype).tiny).unsqueeze(1)
+        return (mean if self.projection is None else self.projection(mean)).float()
+
+    def config(self) -> dict[str, Any]:
+        return {"dim": self.dim, "weighting": self.weighting, "max_length": self.max_length, "sparse": self.sparse}
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        with atomic_path(folder / WEIGHTS_FILE) as tmp:
+            save_file(state, str(tmp))
+        self.tokenizer.save(folder)
+        self._write_config(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> BagOfEmbeddings:
+        config = read_config(folder, cls.kind)
+        path = Path(folder) / WEIGHTS_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder}: no {WEIGHTS_FILE}")
+        state = load_file(str(path))
+        try:
+            encoder = cls(
+                Tokenizer.load(folder),
+                int(config["dim"]),
+                weighting=str(config["weighting"]),
+                idf=state.get("idf"),
+                max_length=int(config["max_length"]),
+                sparse=bool(config["sparse"]),
+                embeddings=state["embedding.weight"],
+            )
+            encoder.load_state_dict(state, strict=True)
+        except (KeyError, RuntimeError) as e:
+            raise ValueError(f"{folder}: the saved bag-of-embeddings encoder is inconsistent ({e})") from None
+        return encoder

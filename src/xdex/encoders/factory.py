@@ -1,0 +1,111 @@
+"""Building encoders from configuration dictionaries (the ``encoder:`` section of a YAML config)
+and loading saved encoders by type.
+
+Bag of embeddings::
+
+    encoder:
+      type: bag
+      dim: 256
+      weighting: idf          # idf | learned | none
+      max_length: 32
+      sparse: true            # sparse gradients, for SparseAdam
+      vocab_size: 30000       # WordPiece vocabulary trained on the corpus ...
+      init_from: /models/m2v  # ... or the tokenizer and token embeddings of a local model folder
+
+Transformer::
+
+    encoder:
+      type: transformer
+      model_dir: /models/all-MiniLM-L6-v2
+      pooling: mean           # mean | cls
+      max_length: 32
+      bf16: true
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from xdex.encoders.bag import WEIGHTINGS, BagOfEmbeddings, idf_weights
+from xdex.encoders.base import Encoder, read_config
+from xdex.encoders.pretrained import read_embedding_matrix
+from xdex.encoders.transformer import Transformer
+from xdex.text.tokenizer import Tokenizer
+
+ENCODER_TYPES: dict[str, type[Encoder]] = {"bag": BagOfEmbeddings, "transformer": Transformer}
+
+_BAG_KEYS = {"dim", "weighting", "max_length", "sparse", "seed", "vocab_size", "lowercase", "init_from", "tensor_name"}
+_TRANSFORMER_KEYS = {"model_dir", "pooling", "max_length", "bf16"}
+
+
+def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None) -> Encoder:
+    """A new encoder from ``config``.
+
+    ``texts`` is the training corpus (training texts and label texts): a bag encoder learns its
+    WordPiece vocabulary from it (unless ``init_from`` names a model folder) and its IDF weights.
+    """
+    settings = dict(config)
+    kind = settings.pop("type", None)
+    if kind not in ENCODER_TYPES:
+        raise ValueError(f"encoder config: type must be one of {', '.join(ENCODER_TYPES)}, got {kind!r}")
+    allowed = _BAG_KEYS if kind == "bag" else _TRANSFORMER_KEYS
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ValueError(f"encoder config: unknown key(s) {', '.join(unknown)} for type {kind!r}; "
+                         f"expected some of {', '.join(sorted(allowed))}")
+    if kind == "transformer":
+        if "model_dir" not in settings:
+            raise ValueError("encoder config: type 'transformer' needs model_dir (a local Hugging Face model folder)")
+        return Transformer(settings.pop("model_dir"), **settings)
+    return _build_bag(settings, texts)
+
+
+def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEmbeddings:
+    weighting = settings.get("weighting", "idf")
+    max_length = int(settings.get("max_length", 32))
+    seed = int(settings.get("seed", 0))
+    init_from = settings.get("init_from")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"encoder config: weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
+    if weighting == "idf" and texts is None:
+        raise ValueError("encoder config: weighting 'idf' needs training texts to count document frequencies")
+    if init_from is None and "dim" not in settings:
+        raise ValueError("encoder config: type 'bag' needs dim (or init_from, whose embedding width is the default)")
+    if init_from is not None:
+        ignored = sorted({"vocab_size", "lowercase"} & set(settings))
+        if ignored:
+            raise ValueError(f"encoder config: {', '.join(ignored)} cannot be set with init_from")
+        tokenizer = Tokenizer.from_pretrained_dir(init_from)
+        embeddings = read_embedding_matrix(init_from, settings.get("tensor_name"))
+    else:
+        if "tensor_name" in settings:
+            raise ValueError("encoder config: tensor_name only applies with init_from")
+        if texts is None:
+            raise ValueError("encoder config: a bag encoder without init_from needs training texts for its vocabulary")
+        vocab_size, lowercase = int(settings.get("vocab_size", 30_000)), bool(settings.get("lowercase", True))
+        tokenizer = Tokenizer.train_wordpiece(texts, vocab_size, lowercase=lowercase, seed=seed)
+        embeddings = None
+    rows = tokenizer.vocab_size if embeddings is None else embeddings.shape[0]
+    idf = None
+    if weighting in ("idf", "learned") and texts is not None:
+        idf = idf_weights(tokenizer.tokenize(texts, max_length), rows)
+    return BagOfEmbeddings(
+        tokenizer,
+        int(settings["dim"] if "dim" in settings else embeddings.shape[1]),
+        weighting=weighting,
+        idf=idf,
+        max_length=max_length,
+        sparse=bool(settings.get("sparse", False)),
+        embeddings=embeddings,
+        seed=seed,
+    )
+
+
+def load_encoder(folder: str | Path) -> Encoder:
+    """Read any encoder written by ``Encoder.save``, dispatching on the type in ``encoder.json``."""
+    kind = read_config(folder)["type"]
+    if kind not in ENCODER_TYPES:
+        raise ValueError(f"{Path(folder) / 'encoder.json'}: unknown encoder type {kind!r}")
+    return ENCODER_TYPES[kind].load(folder)

@@ -1,0 +1,219 @@
+"""Sub-word tokenisation: a thin wrapper over the Hugging Face ``tokenizers`` library.
+
+A :class:`Tokenizer` is either trained offline on the texts of a dataset (a BERT-style WordPiece
+vocabulary, :meth:`Tokenizer.train_wordpiece`) or read from a local Hugging Face model folder
+(:meth:`Tokenizer.from_pretrained_dir`). Bag-of-embeddings encoders read ids without special
+tokens; transformers read them with ``[CLS] ... [SEP]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from xdex.atomic import atomic_path
+from xdex.text.jsonfile import read_json, write_json
+from xdex.text.tokens import TokenizedTexts
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+VOCAB_FILE = "vocab.txt"
+_PAD_CANDIDATES = ("[PAD]", "<pad>")
+
+
+class Tokenizer:
+    """Text to token ids. ``pad_token`` names the token that fills padded positions (id 0 if unknown)."""
+
+    def __init__(self, backend: tokenizers.Tokenizer, pad_token: str | None = None):
+        backend.no_padding()
+        backend.no_truncation()
+        self._backend = backend
+        self._truncating: dict[int, tokenizers.Tokenizer] = {}  # copies that truncate, by max_length
+        if pad_token is not None and backend.token_to_id(pad_token) is None:
+            raise ValueError(f"pad token {pad_token!r} is not in the vocabulary")
+        self.pad_token = pad_token
+        canonical = backend.to_str() + "\npad=" + str(pad_token)
+        self._fingerprint = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def train_wordpiece(
+        cls,
+        texts: Sequence[str],
+        vocab_size: int = 30_000,
+        *,
+        lowercase: bool = True,
+        seed: int = 0,
+        max_texts: int | None = 1_000_000,
+    ) -> Tokenizer:
+        """Train a BERT-style WordPiece vocabulary on ``texts`` (e.g. training texts and label texts).
+
+        Training is deterministic: every continuation piece ``##c`` of the corpus alphabet gets its id
+        before training starts, so ties between equally frequent merges break the same way in every
+        run. When more than ``max_texts`` texts are given, a sample of that size drawn with ``seed``
+        is used.
+        """
+        _check_texts(texts)
+        if vocab_size < len(SPECIAL_TOKENS) + 1:
+            raise ValueError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 1}, got {vocab_size}")
+        if max_texts is not None and len(texts) > max_texts:
+            keep = np.sort(np.random.default_rng(seed).choice(len(texts), max_texts, replace=False))
+            texts = [texts[i] for i in keep]
+        start = time.perf_counter()
+        normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        alphabet = _alphabet(texts, normalizer)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(SPECIAL_TOKENS) + [f"##{c}" for c in alphabet],
+            show_progress=False,
+        )
+        draft = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        draft.normalizer = normalizer
+        draft.pre_tokenizer = pre_tokenizer
+        draft.train_from_iterator(texts, trainer, length=len(texts))
+
+        # Rebuild so that only the real special tokens are "added" (special) tokens.
+        vocab = draft.get_vocab(with_added_tokens=True)
+        backend = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+        backend.normalizer = normalizer
+        backend.pre_tokenizer = pre_tokenizer
+        backend.decoder = decoders.WordPiece()
+        backend.post_processor = processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
+        backend.add_special_tokens(list(SPECIAL_TOKENS))
+        logger.info(
+            "trained a WordPiece vocabulary of %d tokens on %d texts in %.1f s",
+            backend.get_vocab_size(),
+            len(texts),
+            time.perf_counter() - start,
+        )
+        return cls(backend, pad_token="[PAD]")
+
+    @classmethod
+    def from_pretrained_dir(cls, path: str | Path) -> Tokenizer:
+        """Read the tokenizer of a local Hugging Face model folder (``tokenizer.json``, else ``vocab.txt``)."""
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: not a folder")
+        config = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
+        if (path / TOKENIZER_FILE).is_file():
+            try:
+                backend = tokenizers.Tokenizer.from_file(str(path / TOKENIZER_FILE))
+            except Exception as e:  # the Rust library raises a bare Exception
+                raise ValueError(f"{path / TOKENIZER_FILE}: cannot read the tokenizer ({e})") from None
+        elif (path / VOCAB_FILE).is_file():
+            backend = _bert_from_vocab(path / VOCAB_FILE, lowercase=bool(config.get("do_lower_case", True)))
+        else:
+            raise FileNotFoundError(f"{path}: no {TOKENIZER_FILE} or {VOCAB_FILE}; not a tokenizer folder")
+        return cls(backend, pad_token=_find_pad_token(backend, config))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Tokenizer:
+        """Read a tokenizer written by :meth:`save` (or any Hugging Face tokenizer folder)."""
+        return cls.from_pretrained_dir(folder)
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``tokenizer.json`` and ``tokenizer_config.json`` (readable by Hugging Face too), atomically."""
+        folder = Path(folder)
+        with atomic_path(folder / TOKENIZER_FILE) as tmp:
+            self._backend.save(str(tmp))
+        config = {"pad_token": self.pad_token} if self.pad_token is not None else {}
+        write_json(folder / CONFIG_FILE, config)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, special tokens included."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def pad_id(self) -> int:
+        """Id used for padded positions (masked out by the attention mask)."""
+        return 0 if self.pad_token is None else self._backend.token_to_id(self.pad_token)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the vocabulary and the whole tokenisation pipeline; stable across runs and machines."""
+        return self._fingerprint
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._backend.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._backend.id_to_token(token_id)
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode_batch(self, texts: Sequence[str], max_length: int, special_tokens: bool = False) -> list[np.ndarray]:
+        """Token ids of each text (int32), truncated to ``max_length`` ids, special tokens included."""
+        _check_texts(texts)
+        n_special = self._backend.num_special_tokens_to_add(False) if special_tokens else 0
+        if max_length < n_special + 1:
+            raise ValueError(f"max_length must be at least {n_special + 1}, got {max_length}")
+        backend = self._truncating.get(max_length)
+        if backend is None:
+            backend = tokenizers.Tokenizer.from_str(self._backend.to_str())
+            backend.enable_truncation(max_length)
+            self._truncating[max_length] = backend
+        encodings = backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
+        return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
+
+    def tokenize(
+        self, texts: Sequence[str], max_length: int, special_tokens: bool = False, chunk_size: int = 8192
+    ) -> TokenizedTexts:
+        """Token ids of all texts in the flat layout of :class:`TokenizedTexts` (tokenised in chunks)."""
+        parts = [
+            TokenizedTexts.from_arrays(self.encode_batch(texts[i : i + chunk_size], max_length, special_tokens))
+            for i in range(0, len(texts), chunk_size)
+        ]
+        return TokenizedTexts.concatenate(parts)
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    if isinstance(texts, str):
+        raise ValueError("expected a sequence of texts, got a single string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"text {i} is {type(t).__name__}, not a string")
+
+
+def _alphabet(texts: Sequence[str], normalizer: normalizers.Normalizer, chunk: int = 10_000) -> list[str]:
+    """Sorted characters of the normalised texts, whitespace excluded."""
+    chars: set[str] = set()
+    for i in range(0, len(texts), chunk):
+        chars.update(normalizer.normalize_str("\n".join(texts[i : i + chunk])))
+    return sorted(c for c in chars if not c.isspace())
+
+
+def _bert_from_vocab(vocab_file: Path, lowercase: bool) -> tokenizers.Tokenizer:
+    """A BERT WordPiece pipeline around a ``vocab.txt`` file (one token per line, id = line number)."""
+    backend = tokenizers.Tokenizer(models.WordPiece.from_file(str(vocab_file), unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.decoder = decoders.WordPiece()
+    cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+    if cls_id is not None and sep_id is not None:
+        backend.post_processor = processors.BertProcessing(("[SEP]", sep_id), ("[CLS]", cls_id))
+    backend.add_special_tokens([t for t in SPECIAL_TOKENS if backend.token_to_id(t) is not None])
+    return backend
+
+
+def _find_pad_token(backend: tokenizers.Tokenizer, config: dict) -> str | None:
+    """The pad token named by ``tokenizer_config.json``, the padding settings, or a usual name."""
+    named = config.get("pad_token")
+    if isinstance(named, dict):
+        named = named.get("content")
+    padding = backend.padding
+    candidates = [named, padding["pad_token"] if padding else None, *_PAD_CANDIDATES]
+    return next((t for t in candidates if isinstance(t, str) and backend.token_to_id(t) is not None), None)

@@ -1,0 +1,128 @@
+"""End-to-end: train a recipe, save the model directory, predict and evaluate through the CLI."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+from typer.testing import CliRunner
+
+import xdex.data
+from xdex.cli import app
+from xdex.data.synthetic import memorisation_task
+from xdex.inference.model import DualEncoderModel
+from xdex.methods.popularity import PopularityBaseline
+from xdex.methods.recipe import load_recipe, train
+from xdex.metrics import Ranking, evaluate_predictions
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return xdex.data.load("demo")
+
+
+@pytest.fixture(scope="module")
+def trained(demo, tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "dexml"
+    cfg = load_recipe("dexml", overrides=["trainer.epochs=4", "trainer.eval_every=2", "trainer.progress=false"])
+    return train(demo, cfg, out), out
+
+
+def test_dual_encoder_beats_popularity_by_far_on_the_bundled_data(demo, trained):
+    model, _ = trained
+    test = demo.test
+    ids, scores = PopularityBaseline().fit(demo.train.labels).predict(len(test), 50)
+    baseline = evaluate_predictions(Ranking(ids, scores), demo)
+    metrics = evaluate_predictions(model.predict(test.texts, 50), demo)
+    assert baseline["P@1"] == pytest.approx(15.11, abs=0.01)
+    assert metrics["P@1"] > 2.5 * baseline["P@1"]  # the DE retrieves the linked entries, not just head labels
+    assert metrics["PSP@5"] > 5 * baseline["PSP@5"]
+    assert model.meta["validation"]["P@1"] > 30
+
+
+def test_model_directory_predicts_the_same_after_reload(demo, trained):
+    model, out = trained
+    again = DualEncoderModel.load(out)
+    texts = demo.test.texts[:50]
+    a, b = model.predict(texts, 10), again.predict(texts, 10)
+    assert np.array_equal(a.indices, b.indices)
+    np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "training"]
+
+
+def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path):
+    model, out = trained
+    result = runner.invoke(app, ["evaluate", str(out), "--data", "demo", "--json"])
+    assert result.exit_code == 0, result.output
+    cli_metrics = json.loads(result.output.strip().splitlines()[-1])
+    depth = 5 + int(demo.test.filter.getnnz(axis=1).max())
+    lib_metrics = evaluate_predictions(model.predict(demo.test.texts, max(10, depth) + 5), demo, recall_ks=(5, 10))
+    for name in ("P@1", "P@5", "nDCG@5", "PSP@5", "R@10"):
+        assert cli_metrics[name] == pytest.approx(lib_metrics[name], abs=1e-6)
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in demo.test.texts[:20]))
+    preds = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["predict", str(out), "--input", str(src), "--output", str(preds), "--k", "5"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in preds.read_text().splitlines()]
+    expected = model.predict(demo.test.texts[:20], 5)
+    assert [r["id"] for r in rows] == list(range(20))
+    assert [r["labels"] for r in rows] == expected.indices.tolist()
+
+
+def test_training_refuses_to_overwrite_a_model(demo, trained):
+    _, out = trained
+    cfg = load_recipe("dexml", overrides=["trainer.epochs=1"])
+    with pytest.raises(FileExistsError):
+        train(demo, cfg, out)
+
+
+def test_bad_config_key_is_named(tmp_path):
+    result = runner.invoke(app, ["train", "--method", "ngame", "--data", "demo", "--out", str(tmp_path / "m"),
+                                 "--set", "trainer.epochz=3"])
+    assert result.exit_code != 0
+    assert "trainer.epochz" in str(result.exception or result.output)
+
+
+def _train_cmd(data, out, *extra):
+    return [sys.executable, "-m", "xdex", "train", "--method", "ngame", "--data", str(data), "--out", str(out),
+            "--quiet", "--set", "trainer.epochs=5", "--set", "sampling.first_refresh=1",
+            "--set", "sampling.refresh_every=2", "--set", "sampling.batch_size=64",
+            "--set", "data.validation_size=100", "--set", "trainer.eval_every=1", *extra]
+
+
+def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path):
+    data = tmp_path / "data"
+    xdex.data.save(memorisation_task(n=3000, length=8, vocab_size=2000, seed=5), data, "jsonl")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    subprocess.run(_train_cmd(data, tmp_path / "full"), check=True, env=env, capture_output=True)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_train_cmd(data, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = killed / "training" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "meta.json").exists()  # it really died before finishing
+    subprocess.run(_train_cmd(data, killed, "--resume"), check=True, env=env, capture_output=True)
+
+    a = load_file(str(tmp_path / "full" / "encoder" / "model.safetensors"))
+    b = load_file(str(killed / "encoder" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6)
+    full_log = (tmp_path / "full" / "training" / "metrics.jsonl").read_text().splitlines()
+    resumed_log = log.read_text().splitlines()
+    assert [json.loads(x)["valid"] for x in full_log] == [json.loads(x)["valid"] for x in resumed_log]

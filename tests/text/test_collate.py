@@ -1,0 +1,28 @@
+import numpy as np
+import torch
+
+from xdex.text import TokenizedTexts, bag_inputs, padded_inputs
+
+
+def make(rows):
+    return TokenizedTexts.from_arrays([np.array(r, dtype=np.int32) for r in rows])
+
+
+def test_bag_inputs_are_flat_ids_and_offsets():
+    ids, offsets = bag_inputs(make([[5, 6, 7], [], [8]]))
+    assert ids.tolist() == [5, 6, 7, 8]
+    assert offsets.tolist() == [0, 3, 3, 4]
+    assert ids.dtype == offsets.dtype == torch.int64
+
+
+def test_padded_to_longest_text_in_batch():
+    input_ids, mask = padded_inputs(make([[5, 6, 7], [8], []]), pad_id=0)
+    assert input_ids.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
+
+
+def test_padding_id_and_empty_batch():
+    input_ids, mask = padded_inputs(make([[1], [2, 3]]), pad_id=9)
+    assert input_ids.tolist() == [[1, 9], [2, 3]]
+    input_ids, mask = padded_inputs(make([[], []]), pad_id=9)
+    assert input_ids.shape == (2, 1) and mask.sum() == 0

@@ -1,0 +1,130 @@
+import json
+
+import numpy as np
+import pytest
+import tokenizers
+
+from xdex.text import Tokenizer
+
+CORPUS = [
+    "the cat sat on the mat",
+    "a dog ate the hat",
+    "cats and dogs sit",
+    "hats mats bats rats",
+    "The Rat sat",
+] * 3
+
+# A hand-made BERT vocabulary: ids are line numbers.
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
+
+
+def write_vocab(folder, lowercase=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}))
+    return folder
+
+
+def test_wordpiece_training_is_deterministic():
+    # The raw trainer breaks ties by hash-map order (10 runs give 10 vocabularies on this corpus).
+    first = Tokenizer.train_wordpiece(CORPUS, 60)
+    vocab = [first.id_to_token(i) for i in range(first.vocab_size)]
+    for _ in range(5):
+        again = Tokenizer.train_wordpiece(CORPUS, 60)
+        assert [again.id_to_token(i) for i in range(again.vocab_size)] == vocab
+        assert again.fingerprint() == first.fingerprint()
+
+
+def test_wordpiece_training_specials_and_lowercase():
+    tok = Tokenizer.train_wordpiece(CORPUS, 60)
+    assert [tok.id_to_token(i) for i in range(5)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert tok.pad_id == 0
+    assert tok.vocab_size <= 60
+    (ids,) = tok.encode_batch(["The CAT"], max_length=16)
+    assert [tok.id_to_token(i) for i in ids] == ["the", "cat"]
+
+
+def test_wordpiece_sample_uses_seed():
+    a = Tokenizer.train_wordpiece(CORPUS, 60, seed=3, max_texts=6)
+    b = Tokenizer.train_wordpiece(CORPUS, 60, seed=3, max_texts=6)
+    assert a.fingerprint() == b.fingerprint()
+
+
+def test_encode_with_and_without_special_tokens(tmp_path):
+    tok = Tokenizer.from_pretrained_dir(write_vocab(tmp_path))
+    plain, with_specials = tok.encode_batch(["The cats sat"], 16), tok.encode_batch(["The cats sat"], 16, True)
+    assert plain[0].tolist() == [5, 6, 7, 8]
+    assert with_specials[0].tolist() == [2, 5, 6, 7, 8, 3]
+    assert plain[0].dtype == np.int32
+
+
+def test_truncation_keeps_special_tokens(tmp_path):
+    tok = Tokenizer.from_pretrained_dir(write_vocab(tmp_path))
+    assert tok.encode_batch(["The cats sat"], 3)[0].tolist() == [5, 6, 7]
+    assert tok.encode_batch(["The cats sat"], 4, special_tokens=True)[0].tolist() == [2, 5, 6, 3]
+    # truncation does not stick to the tokenizer
+    assert tok.encode_batch(["The cats sat"], 16)[0].tolist() == [5, 6, 7, 8]
+
+
+def test_vocab_txt_respects_do_lower_case(tmp_path):
+    tok = Tokenizer.from_pretrained_dir(write_vocab(tmp_path, lowercase=False))
+    assert tok.encode_batch(["The cat"], 8)[0].tolist() == [1, 6]  # "The" is unknown when case is kept
+
+
+def test_save_load_round_trip(tmp_path):
+    tok = Tokenizer.train_wordpiece(CORPUS, 60)
+    tok.save(tmp_path / "tok")
+    back = Tokenizer.load(tmp_path / "tok")
+    assert back.fingerprint() == tok.fingerprint()
+    assert back.pad_id == tok.pad_id and back.vocab_size == tok.vocab_size
+    for a, b in zip(tok.encode_batch(CORPUS, 8, True), back.encode_batch(CORPUS, 8, True)):
+        assert a.tolist() == b.tolist()
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+
+
+def test_fingerprint_tracks_vocabulary_and_pipeline():
+    base = Tokenizer.train_wordpiece(CORPUS, 60)
+    assert Tokenizer.train_wordpiece(CORPUS, 50).fingerprint() != base.fingerprint()
+    assert Tokenizer.train_wordpiece(CORPUS, 60, lowercase=False).fingerprint() != base.fingerprint()
+
+
+def test_hugging_face_padding_and_truncation_settings_are_dropped(tmp_path):
+    Tokenizer.from_pretrained_dir(write_vocab(tmp_path)).save(tmp_path / "saved")
+    backend = tokenizers.Tokenizer.from_file(str(tmp_path / "saved" / "tokenizer.json"))
+    backend.enable_padding(pad_id=4, pad_token="[MASK]", length=10)
+    backend.enable_truncation(2)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    backend.save(str(folder / "tokenizer.json"))
+    tok = Tokenizer.from_pretrained_dir(folder)
+    assert tok.pad_id == 4  # named by the padding settings
+    assert tok.encode_batch(["the cats sat"], 16)[0].tolist() == [5, 6, 7, 8]
+
+
+def test_pad_token_from_config_dict(tmp_path):
+    folder = write_vocab(tmp_path)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"pad_token": {"content": "[MASK]"}}))
+    assert Tokenizer.from_pretrained_dir(folder).pad_id == 4
+
+
+def test_bad_inputs_give_clear_errors(tmp_path):
+    tok = Tokenizer.from_pretrained_dir(write_vocab(tmp_path / "ok"))
+    with pytest.raises(ValueError, match="text 1 is NoneType"):
+        tok.encode_batch(["a", None], 8)
+    with pytest.raises(ValueError, match="single string"):
+        tok.encode_batch("abc", 8)
+    with pytest.raises(ValueError, match="max_length must be at least 3"):
+        tok.encode_batch(["a"], 2, special_tokens=True)
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        Tokenizer.from_pretrained_dir(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no tokenizer.json or vocab.txt"):
+        Tokenizer.from_pretrained_dir(tmp_path / "empty")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ValueError, match="broken/tokenizer.json: cannot read the tokenizer"):
+        Tokenizer.from_pretrained_dir(broken)
+    (broken / "tokenizer_config.json").write_text('{\n  "pad_token": }')
+    with pytest.raises(ValueError, match="tokenizer_config.json:2: invalid JSON"):
+        Tokenizer.from_pretrained_dir(broken)
