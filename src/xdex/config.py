@@ -109,18 +109,23 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     """``base`` (defaults of a recipe), then the YAML file at ``path``, then ``overrides``."""
     data: dict = dict(base or {})
     if path is not None:
-        path = Path(path)
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}{line}: invalid YAML ({getattr(e, 'problem', e)})") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = _merge(data, loaded)
+        data = _merge(data, read_yaml(path))
     data = apply_overrides(data, overrides or [])
     return from_dict(cls, data)
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A YAML mapping from ``path``; errors name the file and line."""
+    path = Path(path)
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return loaded
 
 
 def _merge(a: dict, b: dict) -> dict:

@@ -126,3 +126,12 @@ def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path):
     full_log = (tmp_path / "full" / "training" / "metrics.jsonl").read_text().splitlines()
     resumed_log = log.read_text().splitlines()
     assert [json.loads(x)["valid"] for x in full_log] == [json.loads(x)["valid"] for x in resumed_log]
+
+
+def test_switching_encoder_type_starts_the_encoder_section_afresh(tmp_path):
+    cfg = load_recipe("ngame", overrides=["encoder.type=transformer", "encoder.model_dir=/m"])
+    assert cfg.encoder == {"type": "transformer", "model_dir": "/m"}
+    path = tmp_path / "c.yaml"
+    path.write_text("encoder:\n  dim: 64\n")
+    assert load_recipe("ngame", path).encoder["dim"] == 64
+    assert load_recipe("ngame", path).encoder["type"] == "bag"

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from xdex import __version__
-from xdex.config import from_dict, load_config, to_dict
+from xdex.config import apply_overrides, from_dict, load_config, read_yaml, to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.index import build_index
@@ -66,8 +66,16 @@ def recipe_path(method: str) -> Path:
 
 
 def load_recipe(method: str, path: str | Path | None = None, overrides: list[str] | None = None) -> RecipeConfig:
-    """The packaged recipe of ``method``, then the user's YAML file, then ``key=value`` overrides."""
+    """The packaged recipe of ``method``, then the user's YAML file, then ``key=value`` overrides.
+
+    Sections merge key by key, except that choosing another ``encoder.type`` starts the encoder
+    section afresh (a transformer has none of a bag encoder's settings).
+    """
     base = yaml.safe_load(recipe_path(method).read_text(encoding="utf-8"))
+    user = apply_overrides(read_yaml(path) if path is not None else {}, overrides or [])
+    user_encoder = user.get("encoder") if isinstance(user.get("encoder"), dict) else {}
+    if "type" in user_encoder and user_encoder["type"] != base["encoder"].get("type"):
+        base["encoder"] = {}
     cfg = load_config(RecipeConfig, path, overrides, base=base)
     if cfg.method != method:
         raise ValueError(f"the config is for method {cfg.method!r} but --method is {method!r}")
