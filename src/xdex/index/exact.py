@@ -1,0 +1,144 @@
+"""Exact (brute-force) search: chunked matrix products with a top-k merged across item blocks."""
+
+from __future__ import annotations
+
+import operator
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xdex.index.base import Index, Metric
+from xdex.index.storage import load_array, save_array, write_meta
+
+CHUNK_QUERIES = 1024
+CHUNK_ITEMS = 8192
+
+
+def top_k(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest scores of each row and their columns, best first, ties to the lower column.
+
+    ``torch.topk`` may cut anywhere among scores equal to the k-th largest; it is asked for
+    ``k + 1`` items to spot such rows, whose cut is then redone in column order.
+    """
+    values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
+    if values.shape[1] > k:
+        rows = (values[:, k] == values[:, k - 1]).nonzero()[:, 0]
+        columns = columns[:, :k]
+        if len(rows):
+            columns[rows] = _first_columns(scores[rows], values[rows, k - 1 : k], k)
+    columns = columns.sort(dim=1).values
+    values = scores.gather(1, columns)
+    order = torch.sort(values, dim=1, descending=True, stable=True).indices
+    return values.gather(1, order), columns.gather(1, order)
+
+
+def _first_columns(scores: torch.Tensor, kth: torch.Tensor, k: int) -> torch.Tensor:
+    """Columns of the scores above ``kth`` plus the lowest columns equal to it, ``k`` per row, ascending."""
+    above = scores > kth
+    tied = scores == kth
+    room = k - above.sum(dim=1, keepdim=True)
+    keep = above | (tied & (tied.cumsum(dim=1) <= room))
+    return keep.nonzero()[:, 1].view(-1, k)  # row-major, so columns ascend within a row
+
+
+def exact_search(
+    items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int = CHUNK_QUERIES, chunk_items: int = CHUNK_ITEMS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` rows of ``items`` by inner product for each query: scores and row positions.
+
+    Queries go in chunks of ``chunk_queries`` and items in blocks of ``chunk_items``, so the
+    extra memory is O(chunk_queries x chunk_items). Each block's top-k is merged with the best
+    so far; as earlier blocks hold lower rows, equal scores keep the lower row.
+    ``k`` must not exceed ``len(items)``.
+    """
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    rows = np.empty((len(queries), k), dtype=np.int64)
+    queries = np.require(queries, requirements=["C", "W"])  # torch wraps only writeable arrays
+    x = torch.from_numpy(np.require(items, requirements=["C", "W"]))
+    with torch.inference_mode():
+        for q0 in range(0, len(queries), chunk_queries):
+            q = torch.from_numpy(queries[q0 : q0 + chunk_queries])
+            best_scores = torch.empty(len(q), 0)
+            best_rows = torch.empty(len(q), 0, dtype=torch.int64)
+            for i0 in range(0, len(items), chunk_items):
+                block_scores, block_rows = top_k(q @ x[i0 : i0 + chunk_items].T, min(k, len(items) - i0))
+                merged_scores = torch.cat([best_scores, block_scores], dim=1)
+                merged_rows = torch.cat([best_rows, block_rows + i0], dim=1)
+                best_scores, pick = top_k(merged_scores, min(k, merged_scores.shape[1]))
+                best_rows = merged_rows.gather(1, pick)
+            scores[q0 : q0 + len(q)] = best_scores.numpy()
+            rows[q0 : q0 + len(q)] = best_rows.numpy()
+    return scores, rows
+
+
+class ExactIndex(Index):
+    """Brute-force index: exact top-k, deterministic, ties broken by the lower id.
+
+    Vectors added in several calls are joined (and ordered by id) once, at the next search
+    or save, so adding in many small batches costs no repeated copies.
+    """
+
+    kind = "exact"
+
+    def __init__(
+        self, dim: int, metric: Metric = "ip", chunk_queries: int = CHUNK_QUERIES, chunk_items: int = CHUNK_ITEMS
+    ):
+        super().__init__(dim, metric)
+        for name, value in (("chunk_queries", chunk_queries), ("chunk_items", chunk_items)):
+            if operator.index(value) < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.chunk_queries = operator.index(chunk_queries)
+        self.chunk_items = operator.index(chunk_items)
+        self._stored = np.empty((0, dim), dtype=np.float32)  # rows ordered by id, matching sorted ids
+        self._pending: list[np.ndarray] = []  # vectors added since, their ids at the end of self._ids
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"chunk_queries": self.chunk_queries, "chunk_items": self.chunk_items}
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> None:
+        x = np.array(self._vectors(vectors, "vectors"))  # a private copy
+        new = self._new_ids(ids, len(x))
+        if len(new):
+            self._pending.append(x)
+            self._ids = np.concatenate([self._ids, new])
+
+    def _consolidated(self) -> tuple[np.ndarray, np.ndarray]:
+        """All vectors in id order, and their sorted ids."""
+        if self._pending:
+            vectors = np.concatenate([self._stored, *self._pending])
+            order = np.argsort(self._ids, kind="stable")
+            self._stored = vectors if (np.diff(self._ids) > 0).all() else vectors[order]
+            self._ids = self._ids[order]
+            self._pending = []
+        return self._stored, self._ids
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = self._vectors(queries, "queries")
+        k = self._check_k(k)
+        vectors, ids = self._consolidated()
+        scores, out_ids = self._padded(len(q), k)
+        found = min(k, len(ids))
+        if found and len(q):
+            scores[:, :found], rows = exact_search(vectors, q, found, self.chunk_queries, self.chunk_items)
+            out_ids[:, :found] = ids[rows]
+        return scores, out_ids
+
+    def save(self, folder: str | os.PathLike[str]) -> None:
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        vectors, ids = self._consolidated()
+        save_array(path / "vectors.npy", vectors)
+        save_array(path / "ids.npy", ids)
+        meta = {"dim": self.dim, "metric": self.metric, "count": len(ids), "params": self.params}
+        write_meta(path, self.kind, meta, ["vectors.npy", "ids.npy"])
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> ExactIndex:
+        index, count = cls._from_meta(folder)
+        index._stored = load_array(Path(folder) / "vectors.npy", np.float32, (count, index.dim))
+        index._ids = load_array(Path(folder) / "ids.npy", np.int64, (count,))
+        return index

@@ -1,0 +1,221 @@
+"""ExactIndex: hand-computed cases, brute-force agreement, chunking, ties, padding, ids, persistence."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xdex.data.errors import DataFormatError
+from xdex.index import ExactIndex, Index
+from xdex.index.exact import top_k
+
+
+def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: full score matrix, sorted by score descending then id ascending."""
+    scores = queries.astype(np.float64) @ items.astype(np.float64).T
+    order = np.lexsort((np.broadcast_to(ids, scores.shape), -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), ids[order]
+
+
+def test_inner_product_by_hand():
+    index = ExactIndex(2)
+    index.add(np.array([[1, 0], [0, 2], [1, 1]], dtype=np.float32))
+    scores, ids = index.search(np.array([[2, 1]], dtype=np.float32), 3)
+    # <q, x>: 2*1+1*0 = 2, 2*0+1*2 = 2, 2*1+1*1 = 3; items 0 and 1 tie, the lower id first
+    np.testing.assert_array_equal(ids, [[2, 0, 1]])
+    np.testing.assert_array_equal(scores, [[3, 2, 2]])
+    assert scores.dtype == np.float32 and ids.dtype == np.int64
+
+
+def test_cosine_by_hand():
+    index = ExactIndex(2, metric="cosine")
+    index.add(np.array([[3, 4], [1, 0], [0, -5]], dtype=np.float32))
+    scores, ids = index.search(np.array([[0, 2]], dtype=np.float32), 3)
+    # cos((0,1), (3,4)/5) = 0.8, cos((0,1), (1,0)) = 0, cos((0,1), (0,-1)) = -1
+    np.testing.assert_array_equal(ids, [[0, 1, 2]])
+    np.testing.assert_allclose(scores, [[0.8, 0.0, -1.0]], atol=1e-6)
+
+
+def test_top_k_breaks_ties_at_the_cut_by_column():
+    scores = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]])
+    values, columns = top_k(scores, 2)
+    assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]]
+    assert columns.tolist() == [[1, 2], [0, 1]]
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+@pytest.mark.parametrize("chunks", [(7, 10), (1, 1), (1000, 1000), (4, 103)])
+def test_matches_brute_force(metric, chunks):
+    rng = np.random.default_rng(0)
+    items = rng.standard_normal((103, 9)).astype(np.float32)
+    queries = rng.standard_normal((23, 9)).astype(np.float32)
+    index = ExactIndex(9, metric=metric, chunk_queries=chunks[0], chunk_items=chunks[1])
+    index.add(items)
+    scores, ids = index.search(queries, 12)
+    if metric == "cosine":
+        items = items / np.linalg.norm(items, axis=1, keepdims=True)
+        queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    want_scores, want_ids = brute_force(items, np.arange(103), queries, 12)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_ties_go_to_the_lower_id_across_blocks():
+    rng = np.random.default_rng(1)
+    items = rng.integers(-1, 2, size=(60, 3)).astype(np.float32)  # few distinct scores: many ties
+    ids = rng.permutation(np.arange(100, 160))  # ids not in insertion order
+    queries = rng.integers(-1, 2, size=(15, 3)).astype(np.float32)
+    index = ExactIndex(3, chunk_queries=4, chunk_items=7)
+    index.add(items, ids)
+    scores, got = index.search(queries, 20)
+    want_scores, want_ids = brute_force(items, ids, queries, 20)
+    np.testing.assert_array_equal(got, want_ids)
+    np.testing.assert_array_equal(scores, want_scores)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    q=st.integers(1, 9),
+    k=st.integers(1, 45),
+    chunk_queries=st.integers(1, 10),
+    chunk_items=st.integers(1, 50),
+    seed=st.integers(0, 2**16),
+)
+def test_property_equals_sorted_scores(n, q, k, chunk_queries, chunk_items, seed):
+    rng = np.random.default_rng(seed)
+    items = rng.integers(-2, 3, size=(n, 4)).astype(np.float32)
+    queries = rng.integers(-2, 3, size=(q, 4)).astype(np.float32)
+    index = ExactIndex(4, chunk_queries=chunk_queries, chunk_items=chunk_items)
+    index.add(items)
+    scores, ids = index.search(queries, k)
+    found = min(k, n)
+    want_scores, want_ids = brute_force(items, np.arange(n), queries, found)
+    np.testing.assert_array_equal(ids[:, :found], want_ids)
+    np.testing.assert_array_equal(scores[:, :found], want_scores)
+    assert (ids[:, found:] == -1).all() and np.isneginf(scores[:, found:]).all()
+
+
+def test_padding_when_k_exceeds_the_items():
+    index = ExactIndex(2)
+    index.add(np.array([[1, 0], [0, 1]], dtype=np.float32))
+    scores, ids = index.search(np.array([[1, 2]], dtype=np.float32), 4)
+    np.testing.assert_array_equal(ids, [[1, 0, -1, -1]])
+    np.testing.assert_array_equal(scores, [[2, 1, -np.inf, -np.inf]])
+
+
+def test_empty_index_and_no_queries():
+    index = ExactIndex(3)
+    scores, ids = index.search(np.ones((2, 3), dtype=np.float32), 2)
+    assert (ids == -1).all() and np.isneginf(scores).all()
+    index.add(np.ones((4, 3), dtype=np.float32))
+    scores, ids = index.search(np.empty((0, 3), dtype=np.float32), 2)
+    assert scores.shape == (0, 2) and ids.shape == (0, 2)
+
+
+def test_custom_ids_and_default_ids_continue_after_the_largest():
+    index = ExactIndex(1)
+    index.add(np.array([[1.0], [3.0], [2.0]], dtype=np.float32), ids=np.array([10, 5, 7]))
+    index.add(np.array([[4.0]], dtype=np.float32))  # gets id 11
+    scores, ids = index.search(np.array([[1.0]], dtype=np.float32), 4)
+    np.testing.assert_array_equal(ids, [[11, 5, 7, 10]])
+    np.testing.assert_array_equal(scores, [[4, 3, 2, 1]])
+    assert len(index) == 4
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [([1, 1], "more than once"), ([0, 9], "already in the index"), ([-3, 4], "non-negative"), ([1], "shape")],
+)
+def test_bad_ids_are_refused(ids, message):
+    index = ExactIndex(1)
+    index.add(np.zeros((1, 1), dtype=np.float32), ids=np.array([0]))
+    with pytest.raises(ValueError, match=message):
+        index.add(np.zeros((2, 1), dtype=np.float32), ids=np.array(ids))
+    assert len(index) == 1
+
+
+def test_bad_vectors_are_refused():
+    index = ExactIndex(3)
+    with pytest.raises(ValueError, match="vectors have dimension 2, expected 3"):
+        index.add(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="queries row 1 holds NaN"):
+        index.search(np.array([[0, 0, 0], [0, np.nan, 0]]), 1)
+    with pytest.raises(ValueError, match="2-D"):
+        index.search(np.zeros(3), 1)
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        index.search(np.zeros((1, 3)), 0)
+    with pytest.raises(ValueError, match="metric"):
+        ExactIndex(3, metric="l2")
+
+
+def test_adding_in_batches_equals_one_add():
+    rng = np.random.default_rng(2)
+    items = rng.standard_normal((50, 5)).astype(np.float32)
+    queries = rng.standard_normal((6, 5)).astype(np.float32)
+    whole, parts = ExactIndex(5), ExactIndex(5)
+    whole.add(items)
+    for start in range(0, 50, 13):
+        parts.add(items[start : start + 13])
+        parts.search(queries, 3)  # searching between adds must not disturb later ones
+    for a, b in zip(whole.search(queries, 8), parts.search(queries, 8), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_added_vectors_are_copied():
+    items = np.eye(2, dtype=np.float32)
+    index = ExactIndex(2)
+    index.add(items)
+    items[:] = 0
+    _, ids = index.search(np.array([[1, 0]], dtype=np.float32), 1)
+    assert ids[0, 0] == 0
+
+
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+def test_save_load_round_trip(tmp_path, metric):
+    rng = np.random.default_rng(3)
+    index = ExactIndex(4, metric=metric, chunk_queries=3, chunk_items=5)
+    index.add(rng.standard_normal((20, 4)).astype(np.float32), ids=rng.permutation(40)[:20])
+    index.save(tmp_path / "idx")
+    loaded = ExactIndex.load(tmp_path / "idx")
+    assert isinstance(loaded, Index)
+    assert (loaded.dim, loaded.metric, len(loaded), loaded.params) == (4, metric, 20, index.params)
+    queries = rng.standard_normal((7, 4)).astype(np.float32)
+    for a, b in zip(index.search(queries, 6), loaded.search(queries, 6), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not [p for p in (tmp_path / "idx").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_load_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing-folder"):
+        ExactIndex.load(tmp_path / "missing-folder")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataFormatError, match=r"index\.json: missing"):
+        ExactIndex.load(tmp_path / "empty")
+    index = ExactIndex(2)
+    index.add(np.eye(2, dtype=np.float32))
+    index.save(tmp_path / "idx")
+    data = bytearray((tmp_path / "idx" / "vectors.npy").read_bytes())
+    data[-1] ^= 0xFF
+    (tmp_path / "idx" / "vectors.npy").write_bytes(bytes(data))
+    with pytest.raises(DataFormatError, match=r"vectors\.npy: checksum differs"):
+        ExactIndex.load(tmp_path / "idx")
+    (tmp_path / "idx" / "ids.npy").unlink()
+    with pytest.raises(DataFormatError, match=r"ids\.npy: missing"):
+        ExactIndex.load(tmp_path / "idx")
+
+
+def test_read_only_inputs_are_accepted_without_warnings():
+    items = np.eye(3, dtype=np.float32)
+    items.flags.writeable = False
+    index = ExactIndex(3)
+    index.add(items)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, ids = index.search(items[1:], 1)
+    np.testing.assert_array_equal(ids, [[1], [2]])
