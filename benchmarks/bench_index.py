@@ -14,23 +14,20 @@ import argparse
 import logging
 import os
 import platform
-import re
 import shlex
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import torch
 
-from xdex.atomic import atomic_write_text
+from docs_section import DOCS, update_section
 from xdex.cluster import balanced_kmeans
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
 
 SECTION = "## Index"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 log = logging.getLogger("bench_index")
 T = TypeVar("T")
 
@@ -109,17 +106,6 @@ def report(args: argparse.Namespace, argv: list[str], rows: list[Row], clusterin
     return "\n".join(lines) + "\n"
 
 
-def update_docs(section: str, path: Path = DOCS) -> None:
-    """Replace (or append) the index section of docs/benchmarks.md."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    atomic_write_text(path, text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
@@ -146,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     section = report(args, argv, [row for rows, _ in runs for row in rows], [line for _, line in runs], load)
     print(section)
     if args.update_docs:
-        update_docs(section)
+        update_section(SECTION, section)
     return 0
 
 

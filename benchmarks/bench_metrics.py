@@ -14,7 +14,6 @@ import argparse
 import logging
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -22,12 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from xdex.atomic import atomic_write_text
+from docs_section import DOCS, update_section
 from xdex.metrics import Ranking, compute_metrics, inverse_propensity, remove_pairs, top_k
 
 METRIC_KS = (1, 3, 5, 10, 100)
 SECTION = "## Metrics speed"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def random_ranking(rng: np.random.Generator, n_docs: int, n_labels: int, k: int) -> Ranking:
@@ -124,17 +122,6 @@ def report(args: argparse.Namespace, timings: dict[str, float], cold: bool, load
     return "\n".join(lines) + "\n"
 
 
-def update_docs(section: str, path: Path = DOCS) -> None:
-    """Replace (or append) the metrics section of docs/benchmarks.md."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    atomic_write_text(path, text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1_000_000, help="number of test documents")
@@ -152,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(section)
     print("metrics:", ", ".join(f"{name} {value:.2f}" for name, value in metrics.items()))
     if args.update_docs:
-        update_docs(section)
+        update_section(SECTION, section)
     return 0
 
 
