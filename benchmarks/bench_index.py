@@ -22,8 +22,8 @@ from typing import TypeVar
 
 import numpy as np
 import torch
-
 from docs_section import DOCS, update_section
+
 from xdex.cluster import balanced_kmeans
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
 from docs_section import DOCS, update_section
+
 from xdex.metrics import Ranking, compute_metrics, inverse_propensity, remove_pairs, top_k
 
 METRIC_KS = (1, 3, 5, 10, 100)

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 
 from xdex.data.synthetic import memorisation_task
 from xdex.encoders.factory import build_encoder

@@ -14,7 +14,6 @@ Layout::
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path

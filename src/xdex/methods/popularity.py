@@ -15,7 +15,7 @@ class PopularityBaseline:
     def __init__(self) -> None:
         self.label_counts_: np.ndarray | None = None
 
-    def fit(self, train_labels: sp.spmatrix) -> "PopularityBaseline":
+    def fit(self, train_labels: sp.spmatrix) -> PopularityBaseline:
         y = sp.csr_matrix(train_labels)
         self.label_counts_ = np.bincount(y.indices, minlength=y.shape[1]).astype(np.int64)
         return self

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from xdex import __version__
-from xdex.config import apply_overrides, from_dict, load_config, read_yaml, to_dict
+from xdex.config import apply_overrides, load_config, read_yaml, to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.index import build_index
@@ -190,6 +190,3 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     log.info("model written to %s (%.0f s)", out, train_seconds)
     return model
 
-
-def config_from_model(model: DualEncoderModel) -> RecipeConfig:
-    return from_dict(RecipeConfig, model.config)

@@ -18,7 +18,7 @@ class HardNegatives:
         self.shortlist = np.asarray(shortlist, dtype=np.int64)
 
     @classmethod
-    def from_search(cls, search_ids: np.ndarray, labels: sp.csr_matrix, shortlist_size: int) -> "HardNegatives":
+    def from_search(cls, search_ids: np.ndarray, labels: sp.csr_matrix, shortlist_size: int) -> HardNegatives:
         """Drop each query's positives (and padding) from its search results, keep the first ``shortlist_size``."""
         ids = np.asarray(search_ids, dtype=np.int64)
         n, k = ids.shape
