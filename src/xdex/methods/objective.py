@@ -98,7 +98,8 @@ class DualEncoderObjective:
         self._in_pool.append(batch.avg_positives_in_pool)
         q = self.net(self.queries[batch.query_ids])
         z = self.net(self.labels[batch.label_ids])
-        return self.loss_fn(q @ z.T, torch.from_numpy(batch.positives))
+        scores = q @ z.T
+        return self.loss_fn(scores, torch.from_numpy(batch.positives).to(scores.device))
 
     def epoch_stats(self) -> dict[str, float]:
         if not self._pool_sizes:

@@ -185,6 +185,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         "best_epoch": trainer.best_epoch + 1 if trainer.best_state is not None else len(history),
         "validation": history[trainer.best_epoch]["valid"] if trainer.best_state is not None else None,
     }
+    net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
     model.save(out)
     log.info("model written to %s (%.0f s)", out, train_seconds)

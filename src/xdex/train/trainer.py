@@ -61,10 +61,21 @@ class TrainerConfig:
     epochs: int = 10
     optim: OptimConfig = field(default_factory=OptimConfig)
     bf16: bool = False
+    device: str = "auto"  # "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
     eval_every: int = 1
     select_metric: str = "P@1"
     seed: int = 0
     progress: bool = True
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"auto"``: the first CUDA device when there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"trainer.device is {name!r} but no CUDA device is available")
+    return device
 
 
 class Trainer:
@@ -80,6 +91,8 @@ class Trainer:
         self.objective = objective
         self.model = objective.model
         self.cfg = config
+        self.device = resolve_device(config.device)
+        self.model.to(self.device)
         self.workdir = Path(workdir)
         self.evaluate = evaluate
         self.history: list[dict] = []
@@ -115,7 +128,7 @@ class Trainer:
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.cfg.progress,
                    leave=False, unit="batch")
         for batch in bar:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
                 loss = self.objective.loss(batch)
             for opt in self.optimizers:
                 opt.zero_grad(set_to_none=True)
@@ -169,7 +182,7 @@ class Trainer:
         if not path.exists():
             log.info("no checkpoint in %s: starting from scratch", self.workdir)
             return 0
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location=self.device, weights_only=False)
         self.model.load_state_dict(state["model"])
         for o, s in zip(self.optimizers, state["optimizers"]):
             o.load_state_dict(s)
