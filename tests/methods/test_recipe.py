@@ -135,3 +135,16 @@ def test_switching_encoder_type_starts_the_encoder_section_afresh(tmp_path):
     path.write_text("encoder:\n  dim: 64\n")
     assert load_recipe("ngame", path).encoder["dim"] == 64
     assert load_recipe("ngame", path).encoder["type"] == "bag"
+
+
+@pytest.mark.parametrize("method", ["ngame", "dexml"])
+def test_paper_settings_load_and_name_the_missing_model(method):
+    from xdex.methods.recipe import recipe_path
+
+    path = recipe_path(method).with_name(f"{method}-paper.yaml")
+    cfg = load_recipe(method, path, ["encoder.model_dir=/models/distilbert"])
+    assert cfg.encoder["type"] == "transformer" and cfg.trainer.bf16
+    with pytest.raises(ValueError, match="model_dir"):
+        from xdex.encoders.factory import build_encoder
+
+        build_encoder({k: v for k, v in load_recipe(method, path).encoder.items() if v is not None})
