@@ -1,0 +1,302 @@
+"""Train the xdex recipes and peer XMC libraries on real datasets and compare their test metrics.
+
+    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml]
+        [--peers napkinxc-plt omikuji-parabel] [--set key=value ...] [--recipe-set ngame:key=value ...]
+        [--json out.json] [--update-docs]
+
+Every (dataset, method) pair runs in a process of its own, so that its peak memory is its own and a
+crash loses only that run. All rankings are scored by ``xdex.metrics.evaluate_predictions``: the
+test split's filter pairs are removed from the predictions, propensities use A=0.55, B=1.5.
+The peers read TF-IDF features of the texts (scikit-learn, fitted on the training split only).
+The -aux datasets have the same documents and labels as their base dataset and are not run by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from docs_section import DOCS, update_section
+from xdex.atomic import atomic_write_text
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from xdex.data import Dataset
+    from xdex.metrics import Ranking
+
+    Fit = Callable[[Dataset, int, Path], tuple[Ranking, float]]
+
+log = logging.getLogger("bench_quality")
+
+SECTION = "## Quality on the shared datasets"
+DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
+RECIPES = ("ngame", "dexml")
+PEERS = ("napkinxc-plt", "omikuji-parabel")
+COLUMNS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5")
+PROPENSITY = (0.55, 1.5)
+THREADS = 2
+SEED = 0
+TFIDF = dict(sublinear_tf=True, ngram_range=(1, 2), min_df=2, token_pattern=r"(?u)\b\w+\b")
+TFIDF_TEXT = "sublinear tf, unigrams and bigrams of words of one or more characters, min_df 2, unit rows"
+
+
+# --- one run, in its own process ------------------------------------------------------------------
+
+def tfidf_features(dataset: Dataset) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """TF-IDF rows of the training and test texts; the vocabulary and idf come from training only."""
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(dtype=np.float32, **TFIDF)
+    return vectorizer.fit_transform(dataset.train.texts), vectorizer.transform(dataset.test.texts)
+
+
+def label_lists(labels: sp.csr_matrix) -> list[list[int]]:
+    return [labels.indices[a:b].tolist() for a, b in zip(labels.indptr[:-1], labels.indptr[1:])]
+
+
+def napkinxc_plt(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
+    """napkinXC's probabilistic label tree with its default settings; returns (ranking, train seconds)."""
+    from napkinxc.models import PLT
+
+    from xdex.metrics import Ranking
+
+    start = time.perf_counter()
+    x_train, x_test = tfidf_features(dataset)
+    model = PLT(str(workdir / "plt"), threads=THREADS, seed=SEED)
+    model.fit(x_train, label_lists(dataset.train.labels))
+    seconds = time.perf_counter() - start
+    rows = model.predict_proba(x_test, top_k=k)
+    return Ranking.from_lists([[l for l, _ in r] for r in rows], [[p for _, p in r] for r in rows]), seconds
+
+
+def omikuji_parabel(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
+    """Omikuji with its default hyper-parameters (Parabel: 3 trees of balanced 2-means, beam 10)."""
+    import omikuji
+
+    from xdex.metrics import Ranking
+
+    start = time.perf_counter()
+    x_train, x_test = tfidf_features(dataset)
+    path = workdir / "train.txt"  # Omikuji trains from a file in the Extreme Classification Repository format
+    y = dataset.train.labels
+    with open(path, "w", encoding="ascii") as f:
+        f.write(f"{x_train.shape[0]} {x_train.shape[1]} {y.shape[1]}\n")
+        for i, labels in enumerate(label_lists(y)):
+            row = x_train[i]  # no trailing space after the labels of a row without features: Omikuji rejects it
+            f.write(" ".join([",".join(map(str, labels)), *(f"{j}:{v:.6g}" for j, v in zip(row.indices, row.data))]))
+            f.write("\n")
+    model = omikuji.Model.train_on_data(str(path), n_threads=THREADS)
+    seconds = time.perf_counter() - start
+    rows = [model.predict(list(zip(x_test[i].indices.tolist(), x_test[i].data.tolist())), top_k=k)
+            for i in range(x_test.shape[0])]
+    return Ranking.from_lists([[l for l, _ in r] for r in rows], [[s for _, s in r] for r in rows]), seconds
+
+
+def xdex_recipe(method: str, overrides: list[str]) -> Fit:
+    """A trainer for the packaged CPU recipe ``method`` with ``overrides``; returns (ranking, train seconds)."""
+
+    def run(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
+        from xdex.methods.recipe import load_recipe, train
+
+        config = load_recipe(method, overrides=overrides)
+        config.trainer.progress = False
+        start = time.perf_counter()
+        model = train(dataset, config, workdir / "model")
+        seconds = time.perf_counter() - start
+        return model.predict(dataset.test.texts, k), seconds
+
+    return run
+
+
+PEER_FITS: dict[str, Fit] = {"napkinxc-plt": napkinxc_plt, "omikuji-parabel": omikuji_parabel}
+
+
+def run_one(job: dict) -> dict:
+    """Train, predict and evaluate one method on one dataset; metrics in percent."""
+    import numpy as np
+
+    from xdex.data import load
+    from xdex.metrics import evaluate_predictions
+
+    dataset = load(job["path"])  # the driver has checked that it loads and has a test split
+    test_filter = dataset.test.filter
+    k = 5 + (int(np.diff(test_filter.indptr).max(initial=0)) if test_filter is not None else 0)
+    method = job["method"]
+    fit = PEER_FITS[method] if method in PEER_FITS else xdex_recipe(method, job["overrides"])
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as workdir:
+        ranking, seconds = fit(dataset, k, Path(workdir))
+    metrics = evaluate_predictions(ranking, dataset, ks=(1, 3, 5), propensity=PROPENSITY, recall_ks=(5,))
+    return {"metrics": {name: metrics[name] for name in COLUMNS}, "train_s": seconds, "peak_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB: Linux's VmHWM, which starts afresh at exec.
+
+    ``ru_maxrss`` is the fallback where there is no /proc; on Linux it would include the parent's peak.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+# --- the driver ------------------------------------------------------------------------------------
+
+def run_isolated(path: Path, method: str, overrides: list[str]) -> dict:
+    """Run ``method`` on the dataset folder ``path`` in a fresh Python process; its record, or its failure."""
+    job = {"path": str(path), "method": method, "overrides": overrides}
+    record = {"dataset": path.name, "method": method}
+    log.info("%s on %s", method, path.name)
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        out = Path(tmp) / "result.json"
+        command = [sys.executable, __file__, "--one", json.dumps(job), "--result", str(out)]
+        code = subprocess.run(command, stdout=sys.stderr).returncode  # libraries that print keep off the table
+        if code == 0 and out.exists():
+            record |= json.loads(out.read_text(encoding="utf-8"))
+            log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", method, path.name,
+                     record["metrics"]["P@1"], record["metrics"]["PSP@5"], record["train_s"])
+            return record
+    log.error("%s on %s failed (exit code %d); its messages are above", method, path.name, code)
+    return record | {"error": f"exit code {code}"}
+
+
+def overrides_for(method: str, common: list[str], per_recipe: list[str]) -> list[str]:
+    """``--set`` overrides, then the ``--recipe-set METHOD:key=value`` ones naming ``method``."""
+    return common + [item.split(":", 1)[1] for item in per_recipe if item.split(":", 1)[0] == method]
+
+
+def table(records: list[dict]) -> list[str]:
+    lines = ["| method | " + " | ".join(COLUMNS) + " | train s | peak MB |", "|---|" + "---:|" * (len(COLUMNS) + 2)]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r['method']} | failed ({r['error']}) |" + " |" * (len(COLUMNS) + 1))
+        else:
+            cells = [f"{r['metrics'][c]:.2f}" for c in COLUMNS] + [f"{r['train_s']:.0f}", f"{r['peak_mb']:.0f}"]
+            lines.append(f"| {r['method']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def verdict(records: list[dict]) -> str:
+    """Whether the best dual encoder beats the best peer on P@1 and on PSP@5."""
+    ok = [r for r in records if "error" not in r]
+    des, peers = [r for r in ok if r["method"] in RECIPES], [r for r in ok if r["method"] in PEERS]
+    if not des or not peers:
+        return "No comparison: a dual encoder or a peer is missing."
+    parts = []
+    for metric in ("P@1", "PSP@5"):
+        de = max(des, key=lambda r: r["metrics"][metric])
+        peer = max(peers, key=lambda r: r["metrics"][metric])
+        a, b = de["metrics"][metric], peer["metrics"][metric]
+        outcome = "beats" if a > b else "ties" if a == b else "does not beat"
+        parts.append(f"on {metric} the best dual encoder ({de['method']}, {a:.2f}) {outcome} "
+                     f"the best peer ({peer['method']}, {b:.2f})")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def report(command: str, records: list[dict], load: float, args: argparse.Namespace) -> str:
+    overrides = " ".join(args.set + args.recipe_set) or "none"
+    sentences = [
+        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
+        f"torch {version('torch')}, 1-minute load average {load:.1f} at the start.",
+        "Metrics in percent on each test split, all scored by `xdex.metrics.evaluate_predictions`: filter pairs "
+        f"removed from the predictions, propensities A={PROPENSITY[0]}, B={PROPENSITY[1]}.",
+        f"xdex: the packaged CPU recipes, overrides: {overrides}; each holds out `data.validation_size` training "
+        "documents to choose its best epoch.",
+        f"Peers, on TF-IDF features fitted on the training texts (scikit-learn {version('scikit-learn')}: "
+        f"{TFIDF_TEXT}), {THREADS} threads each: napkinXC {version('napkinxc')} PLT with its default settings "
+        f"and seed {SEED}; Omikuji {version('omikuji')} with its default hyper-parameters (Parabel).",
+        f"Neither peer repeats its figures exactly with {THREADS} threads (Omikuji's Python API takes no seed): "
+        "they move by a few tenths of a point between runs.",
+        "PECOS is not run: libpecos needs numpy < 2.",
+        "train s: wall seconds from the texts to a trained model (xdex: tokenizer, training with validation, "
+        "label index; peers: TF-IDF and training).",
+        "peak MB: peak resident memory of the run's own process, prediction and evaluation included.",
+    ]
+    lines = [SECTION, "", f"`{command}`", "", *sentences]
+    for name in dict.fromkeys(r["dataset"] for r in records):
+        rows = [r for r in records if r["dataset"] == name]
+        lines += ["", f"### {name}", "", *table(rows), "", verdict(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject bad overrides and datasets that do not load before the first run starts."""
+    for item in args.recipe_set:
+        if item.split(":", 1)[0] not in RECIPES or ":" not in item or "=" not in item:
+            parser.error(f"--recipe-set {item!r}: expected METHOD:KEY=VALUE with METHOD one of {', '.join(RECIPES)}")
+    from xdex.data import load
+    from xdex.methods.recipe import load_recipe
+
+    for name in args.datasets:
+        path = args.data_root / name
+        if not path.is_dir():
+            parser.error(f"no dataset folder {name} under {args.data_root}")
+        try:
+            if load(path).test is None:
+                parser.error(f"{path} has no test split")
+        except ValueError as error:  # DataFormatError lists the file, the line and the problem
+            parser.error(str(error))
+
+    for method in args.methods:
+        try:
+            load_recipe(method, overrides=overrides_for(method, args.set, args.recipe_set))
+        except ValueError as error:
+            parser.error(f"{method}: {error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), help="dataset folders under --data-root")
+    parser.add_argument("--methods", nargs="*", default=list(RECIPES), choices=RECIPES, help="xdex recipes")
+    parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every recipe")
+    parser.add_argument("--recipe-set", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                        help="override for one recipe")
+    parser.add_argument("--json", type=Path, help="also write every run's record to this JSON file")
+    parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a job to run in this process (JSON)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its record
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.one:
+        args.result.write_text(json.dumps(run_one(json.loads(args.one))), encoding="utf-8")
+        return 0
+    load = os.getloadavg()[0]
+    check_args(parser, args)
+    log.info("PECOS is not run here (libpecos pins numpy < 2); its figures come from the harness "
+             "described in /work/shared/tools/README.md")
+    records = []
+    for name in args.datasets:
+        for method in [*args.methods, *args.peers]:
+            overrides = overrides_for(method, args.set, args.recipe_set) if method in RECIPES else []
+            records.append(run_isolated(args.data_root / name, method, overrides))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
+    section = report(shlex.join(["python", "benchmarks/bench_quality.py", *argv]), records, load, args)
+    print(section)
+    if args.update_docs:
+        update_section(SECTION, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
