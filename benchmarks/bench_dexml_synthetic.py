@@ -28,14 +28,16 @@ from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import compute_metrics
 
 log = logging.getLogger("bench_dexml_synthetic")
-SECTIONS = {
-    "decoupled": "## DEXML synthetic check: decoupled softmax (Fig. 2)",
-    "memorisation": "## DEXML synthetic check: memorisation (Table 10)",
-}
+TASKS = {"decoupled": "decoupled softmax (Fig. 2)", "memorisation": "memorisation (Table 10)"}
+
+
+def section_title(task: str, encoder: str) -> str:
+    return f"## DEXML synthetic check: {TASKS[task]}, {encoder} encoder"
 
 
 def run(dataset, overrides: list[str]) -> dict:
     cfg = load_recipe("dexml", overrides=overrides)
+    log.info("encoder %s", cfg.encoder)
     cfg.trainer.progress = False
     with tempfile.TemporaryDirectory(prefix="xdex-bench-") as tmp:
         t0 = time.perf_counter()
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     load = os.getloadavg()[0]
+    encoder = load_recipe("dexml", overrides=args.overrides).encoder["type"]
+    title_line = section_title(args.task, encoder)
     if args.task == "decoupled":
         dataset = decoupled_softmax_task()
         base = ["data.validation_size=0", *args.overrides]
@@ -72,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_docs:
         command = "python benchmarks/bench_dexml_synthetic.py " + shlex.join(sys.argv[1:])
         section = "\n".join([
-            SECTIONS[args.task], "", title, "",
+            title_line, "", title, "",
             f"`{command}` on {os.cpu_count()} CPU cores, Python {platform.python_version()}, torch {torch.__version__},"
             f" load average {load:.1f} at the start; peak memory {peak_mb:.0f} MB.", "", table, "",
         ])
-        update_section(SECTIONS[args.task], section)
+        update_section(title_line, section)
     return 0
 
 
