@@ -56,6 +56,7 @@ def test_model_directory_predicts_the_same_after_reload(demo, trained):
     np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5, atol=1e-6)
     assert sorted(p.name for p in out.iterdir()) == [
         "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "training"]
+    assert sorted(p.name for p in (out / "training").iterdir()) == ["config.yaml", "metrics.jsonl"]
 
 
 def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path):
@@ -82,8 +83,10 @@ def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path
 def test_training_refuses_to_overwrite_a_model(demo, trained):
     _, out = trained
     cfg = load_recipe("dexml", overrides=["trainer.epochs=1"])
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match="another --out"):
         train(demo, cfg, out)
+    with pytest.raises(FileExistsError, match="nothing to resume"):
+        train(demo, cfg, out, resume=True)
 
 
 def test_bad_config_key_is_named(tmp_path):
@@ -148,3 +151,13 @@ def test_paper_settings_load_and_name_the_missing_model(method):
         from xdex.encoders.factory import build_encoder
 
         build_encoder({k: v for k, v in load_recipe(method, path).encoder.items() if v is not None})
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    from xdex.methods.recipe import check_run_config
+
+    path = tmp_path / "config.yaml"
+    check_run_config(path, load_recipe("ngame"), resume=False)
+    check_run_config(path, load_recipe("ngame", overrides=["trainer.progress=false"]), resume=True)
+    with pytest.raises(ValueError, match=r"sampling\.batch_size, trainer\.epochs"):
+        check_run_config(path, load_recipe("ngame", overrides=["trainer.epochs=3", "sampling.batch_size=8"]), True)

@@ -22,6 +22,7 @@ import torch
 import yaml
 
 from xdex import __version__
+from xdex.atomic import atomic_write_text
 from xdex.config import apply_overrides, load_config, read_yaml, to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
@@ -34,6 +35,7 @@ from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import remove_pairs
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.train import Trainer, TrainerConfig
+from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +128,34 @@ def data_fingerprint(dataset: Dataset) -> str:
     return h.hexdigest()[:16]
 
 
+def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
+    """Record the config a run starts with; a resumed run must use the same one (progress bars aside)."""
+    current = to_dict(config)
+    current["trainer"].pop("progress")
+    if resume and path.exists():
+        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+        changed = sorted(_changed_keys(saved, current))
+        if changed:
+            raise ValueError(f"{path}: the run was started with other settings ({', '.join(changed)}); "
+                             "resume it with the same --config and --set")
+        return
+    atomic_write_text(path, yaml.safe_dump(current, sort_keys=False))
+
+
+def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [k for key in set(a) | set(b) for k in _changed_keys(a.get(key), b.get(key), f"{prefix}{key}.")]
+    return [] if a == b else [prefix.rstrip(".")]
+
+
 def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
     """Train ``config`` on ``dataset``'s training split and write the model directory ``out``."""
     out = Path(out)
     workdir = out / "training"
-    if (out / MARKER).exists() and not resume:
-        raise FileExistsError(f"{out} already holds a trained model; choose another --out (or --resume)")
+    if (out / MARKER).exists():
+        done = "its training finished, there is nothing to resume" if resume else "choose another --out"
+        raise FileExistsError(f"{out} already holds a trained model; {done}")
+    check_run_config(workdir / "config.yaml", config, resume)
     seed = config.trainer.seed
     torch.manual_seed(seed)
     t0 = time.perf_counter()
@@ -142,7 +166,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     lab_texts = label_texts(dataset.labels, config.data.label_text)
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}  # null = unset
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts)
-    cache = encoder.token_cache(workdir / "tokens")
+    cache = encoder.token_cache()  # shared by runs on the same texts ($XDEX_CACHE_DIR, default ~/.cache/xdex)
     queries, labels = cache.get(query_texts), cache.get(lab_texts)
     net = DualEncoder(encoder)
     loss = build_loss(**config.loss)
@@ -188,6 +212,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
     model.save(out)
+    (workdir / CHECKPOINT).unlink(missing_ok=True)  # only an unfinished run needs it; the metrics log stays
     log.info("model written to %s (%.0f s)", out, train_seconds)
     return model
 
