@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bench_quality")
 
 SECTION = "## Quality on the shared datasets"
+DATA_ROOT = Path(os.environ.get("XDEX_DATA_ROOT", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
 RECIPES = ("ngame", "dexml")
 PEERS = ("napkinxc-plt", "omikuji-parabel")
@@ -264,7 +265,9 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT,
+                        help="folder of the dataset folders (default: $XDEX_DATA_ROOT, else ../shared/data beside "
+                             "the checkout)")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), help="dataset folders under --data-root")
     parser.add_argument("--methods", nargs="*", default=list(RECIPES), choices=RECIPES, help="xdex recipes")
     parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
@@ -282,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     load = os.getloadavg()[0]
     check_args(parser, args)
-    log.info("PECOS is not run here (libpecos pins numpy < 2); its figures come from the harness "
-             "described in /work/shared/tools/README.md")
+    log.info("PECOS is not run here: libpecos pins numpy < 2; run it in an environment of its own")
     records = []
     for name in args.datasets:
         for method in [*args.methods, *args.peers]:
