@@ -128,14 +128,11 @@ PEER_FITS: dict[str, Fit] = {"napkinxc-plt": napkinxc_plt, "omikuji-parabel": om
 
 def run_one(job: dict) -> dict:
     """Train, predict and evaluate one method on one dataset; metrics in percent."""
-    import numpy as np
-
     from xdex.data import load
-    from xdex.metrics import evaluate_predictions
+    from xdex.metrics import depth_with_filter, evaluate_predictions
 
     dataset = load(job["path"])  # the driver has checked that it loads and has a test split
-    test_filter = dataset.test.filter
-    k = 5 + (int(np.diff(test_filter.indptr).max(initial=0)) if test_filter is not None else 0)
+    k = depth_with_filter(5, dataset.test.filter)
     method = job["method"]
     fit = PEER_FITS[method] if method in PEER_FITS else xdex_recipe(method, job["overrides"])
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as workdir:

@@ -18,7 +18,7 @@ from xdex.data.synthetic import memorisation_task
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe, train
-from xdex.metrics import Ranking, evaluate_predictions
+from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
 
 runner = CliRunner()
 
@@ -64,7 +64,7 @@ def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path
     result = runner.invoke(app, ["evaluate", str(out), "--data", "demo", "--json"])
     assert result.exit_code == 0, result.output
     cli_metrics = json.loads(result.output.strip().splitlines()[-1])
-    depth = 5 + int(demo.test.filter.getnnz(axis=1).max())
+    depth = depth_with_filter(5, demo.test.filter)
     lib_metrics = evaluate_predictions(model.predict(demo.test.texts, max(10, depth) + 5), demo, recall_ks=(5, 10))
     for name in ("P@1", "P@5", "nDCG@5", "PSP@5", "R@10"):
         assert cli_metrics[name] == pytest.approx(lib_metrics[name], abs=1e-6)

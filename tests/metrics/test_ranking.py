@@ -128,3 +128,13 @@ def test_to_csr_round_trip():
     assert back.indices.tolist() == r.indices.tolist()
     with pytest.raises(ValueError, match="label id 4"):
         r.to_csr(4)
+
+
+def test_depth_with_filter_adds_the_most_pairs_of_a_row():
+    import scipy.sparse as sp
+
+    from xdex.metrics import depth_with_filter
+
+    pairs = sp.csr_matrix(([1.0, 1.0, 1.0], ([0, 2, 2], [1, 0, 3])), shape=(3, 5))
+    assert depth_with_filter(5, pairs) == 7  # row 2 has two pairs
+    assert depth_with_filter(5, None) == 5

@@ -35,14 +35,14 @@ def register(app: typer.Typer) -> None:
         from xdex.data import compute_stats, format_table, load
         from xdex.methods.popularity import PopularityBaseline
         from xdex.metrics.evaluation import DEFAULT_RECALL_KS, evaluate_predictions, require_test
-        from xdex.metrics.ranking import Ranking
+        from xdex.metrics.ranking import Ranking, depth_with_filter
 
         dataset = load(data)
         test = require_test(dataset)
         typer.echo(format_table(compute_stats(dataset)) + "\n")
         k = max(10, *DEFAULT_RECALL_KS)
-        widest_filter = 0 if test.filter is None else int(test.filter.getnnz(axis=1).max(initial=0))
-        ids, scores = PopularityBaseline().fit(dataset.train.labels).predict(len(test), k + widest_filter)
+        depth = depth_with_filter(k, test.filter)
+        ids, scores = PopularityBaseline().fit(dataset.train.labels).predict(len(test), depth)
         rows = {"popularity": evaluate_predictions(Ranking(ids, scores), dataset, recall_ks=(5, 10))}
         if train:
             from xdex.methods.recipe import load_recipe
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             cfg = load_recipe(method)
             with tempfile.TemporaryDirectory(prefix="xdex-demo-") as tmp:
                 model = train_recipe(dataset, cfg, out if out is not None else Path(tmp) / "model")
-                ranking = model.predict(test.texts, k + widest_filter)
+                ranking = model.predict(test.texts, depth)
             rows[method] = evaluate_predictions(ranking, dataset, recall_ks=(5, 10))
             typer.echo(f"trained {method} in {model.meta['train_seconds']:.0f} s")
         typer.echo(f"test metrics (%, filter pairs removed, propensity A=0.55 B=1.5)\n{_table(rows)}")

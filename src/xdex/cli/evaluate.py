@@ -21,6 +21,7 @@ from xdex.metrics import (
     DEFAULT_RECALL_KS,
     Ranking,
     decile_contributions,
+    depth_with_filter,
     evaluate_predictions,
     format_metrics,
     parse_propensity,
@@ -95,9 +96,7 @@ def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int) -> Rankin
 
 def _depth(dataset: Dataset, ks: list[int]) -> int:
     """Predictions to keep per row: the largest k plus the most filter pairs of any test row."""
-    test = require_test(dataset)
-    most_filtered = 0 if test.filter is None else int(test.filter.getnnz(axis=1).max(initial=0))
-    return max(ks) + most_filtered
+    return depth_with_filter(max(ks), require_test(dataset).filter)
 
 
 def _plot_deciles(ranking: Ranking, dataset: Dataset, k: int, path: Path, echo: bool) -> None:

@@ -32,7 +32,7 @@ from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.metrics.measures import compute_metrics
-from xdex.metrics.ranking import remove_pairs
+from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.trainer import CHECKPOINT
@@ -177,7 +177,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         valid_tokens = cache.get([dataset.train.texts[i] for i in valid_rows])
         y_valid = y_all[valid_rows]
         pairs = validation_filter(dataset, valid_rows)
-        k_max = max(config.data.eval_ks) + (int(np.diff(pairs.indptr).max(initial=0)) if pairs is not None else 0)
+        k_max = depth_with_filter(max(config.data.eval_ks), pairs)
 
         def evaluate() -> dict[str, float]:
             z = net.embed(labels, config.sampling.embed_batch_size).numpy()

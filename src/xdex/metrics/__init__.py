@@ -5,7 +5,7 @@ from xdex.metrics.evaluation import DEFAULT_KS, DEFAULT_RECALL_KS, evaluate_pred
 from xdex.metrics.measures import compute_metrics, hit_mask
 from xdex.metrics.predictions import read_predictions, write_predictions, write_score_matrix
 from xdex.metrics.propensity import PRESETS, inverse_propensity, parse_propensity
-from xdex.metrics.ranking import Ranking, remove_pairs, top_k
+from xdex.metrics.ranking import Ranking, depth_with_filter, remove_pairs, top_k
 
 __all__ = [
     "DEFAULT_KS",
@@ -23,6 +23,7 @@ __all__ = [
     "parse_propensity",
     "plot_deciles",
     "read_predictions",
+    "depth_with_filter",
     "remove_pairs",
     "top_k",
     "write_predictions",

@@ -117,6 +117,12 @@ def top_k(scores: sp.spmatrix | np.ndarray, k: int) -> Ranking:
     return Ranking(order, np.take_along_axis(dense, order, axis=1))
 
 
+def depth_with_filter(k: int, pairs: sp.spmatrix | None) -> int:
+    """Predictions to retrieve per row so that ``k`` remain after removing ``pairs``: ``k`` plus the
+    most filter pairs of any row."""
+    return k + (0 if pairs is None else int(sp.csr_matrix(pairs).getnnz(axis=1).max(initial=0)))
+
+
 def remove_pairs(ranking: Ranking, pairs: sp.spmatrix) -> Ranking:
     """Drop the (document, label) pairs stored in ``pairs`` (``N x L``) from the ranking.
 
