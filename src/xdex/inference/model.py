@@ -27,6 +27,7 @@ from xdex.index import Index, load_index
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.ranking import Ranking
 from xdex.modules.dual_encoder import DualEncoder
+from xdex.text.jsonfile import read_json, write_json
 
 MARKER = "meta.json"
 
@@ -64,7 +65,7 @@ class DualEncoderModel:
                     for i, (k, t) in enumerate(zip(self.label_ids, self.label_texts))),
         )
         atomic_write_text(folder / "config.yaml", yaml.safe_dump(self.config, sort_keys=False))
-        atomic_write_text(folder / MARKER, json.dumps(self.meta, indent=2, default=str))
+        write_json(folder / MARKER, self.meta)
 
     @classmethod
     def load(cls, folder: str | Path) -> DualEncoderModel:
@@ -87,7 +88,7 @@ class DualEncoderModel:
         if emb.shape[0] != len(ids):
             raise ValueError(f"{folder}: {emb.shape[0]} label embeddings for {len(ids)} labels")
         config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
-        meta = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        meta = read_json(folder / MARKER)
         return cls(net, ids, texts, emb, load_index(folder / "index"), config, meta)
 
 
