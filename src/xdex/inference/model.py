@@ -6,13 +6,16 @@ Layout::
       config.yaml            the recipe the model was trained with
       meta.json              training metadata (data fingerprint, versions, validation metrics, times)
       encoder/               encoder.json, safetensors weights, tokenizer
+      heads.json, heads.safetensors   UniDEC / DePSL heads and classifiers (absent for a plain dual encoder)
       labels.jsonl           label ids and texts (row i = label i)
-      label_embeddings.npy   normalised label embeddings, L x d
+      label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, or UniDEC's concatenation)
       index/                 the search index over the label embeddings
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -22,11 +25,10 @@ import numpy as np
 import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
-from xdex.encoders.factory import load_encoder
-from xdex.index import Index, load_index
+from xdex.index import ExactIndex, Index, load_index
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.ranking import Ranking
-from xdex.modules.dual_encoder import DualEncoder
+from xdex.modules import DualEncoder, UniDECNet, load_net
 from xdex.text.jsonfile import read_json, write_json
 
 MARKER = "meta.json"
@@ -34,9 +36,10 @@ MARKER = "meta.json"
 
 @dataclass
 class DualEncoderModel:
-    """A dual encoder with its label catalogue and index; ``predict`` ranks labels for texts."""
+    """A dual encoder (plain, or with UniDEC heads) with its label catalogue and index; ``predict`` ranks
+    labels for texts."""
 
-    net: DualEncoder
+    net: DualEncoder | UniDECNet
     label_ids: list[str]
     label_texts: list[str]
     label_embeddings: np.ndarray
@@ -45,17 +48,39 @@ class DualEncoderModel:
     meta: dict = field(default_factory=dict)
 
     def embed_texts(self, texts: list[str], batch_size: int = 512) -> np.ndarray:
-        return self.net.embed(self.net.encoder.tokenize(texts), batch_size).numpy()
+        """Query-side search vectors of ``texts``."""
+        return self.net.query_vectors(self.net.encoder.tokenize(texts), batch_size).numpy()
 
     def predict(self, texts: list[str], k: int = 10) -> Ranking:
-        """Top-``k`` label rows and scores (cosine similarity) for each text, best first."""
+        """Top-``k`` label rows and scores (inner products of search vectors) for each text, best first."""
         return retrieve(self.embed_texts(texts), self.index, k)
+
+    @property
+    def search(self) -> str:
+        """How queries meet labels: ``"de"`` for a dual encoder; UniDEC also ``"concat"`` or ``"clf"``."""
+        return self.net.search
+
+    def with_search(self, mode: str, batch_size: int = 512) -> DualEncoderModel:
+        """This model searching with another UniDEC mode (``"concat"``, ``"de"``, ``"clf"``; Table 5):
+        label vectors are recomputed and searched exactly. The model itself is left unchanged."""
+        if mode == self.search:
+            return self
+        if not isinstance(self.net, UniDECNet):
+            raise ValueError(f"this model searches with {self.search!r} only; other modes need UniDEC heads")
+        net = copy.deepcopy(self.net)
+        net.search = mode
+        z = net.label_vectors(net.encoder.tokenize(self.label_texts), batch_size).numpy()
+        index = ExactIndex(z.shape[1], metric="ip")
+        index.add(z)
+        return dataclasses.replace(self, net=net, label_embeddings=z, index=index)
 
     def save(self, folder: str | Path) -> None:
         """Write the model directory; files are replaced atomically, other files are left alone."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         _replace_dir(folder / "encoder", self.net.encoder.save)
+        if isinstance(self.net, UniDECNet):
+            self.net.save_heads(folder)
         _replace_dir(folder / "index", self.index.save)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))
@@ -72,7 +97,7 @@ class DualEncoderModel:
         folder = Path(folder)
         if not (folder / MARKER).is_file():
             raise FileNotFoundError(f"{folder}: not an xdex model directory (no {MARKER})")
-        net = DualEncoder(load_encoder(folder / "encoder"))
+        net = load_net(folder)
         net.eval()
         ids, texts = [], []
         path = folder / "labels.jsonl"

@@ -1,8 +1,9 @@
 """Recipes: a YAML config chooses the encoder, the loss, the batches and the trainer settings.
 
-``train(dataset, config, out)`` is the one training entry point behind ``xdex train``: NGAME and
-DEXML are configs (``configs/ngame.yaml``, ``configs/dexml.yaml``) of the same dual-encoder wiring,
-never a copy of the training loop.
+``train(dataset, config, out)`` is the one training entry point behind ``xdex train``: NGAME, DEXML,
+DePSL and UniDEC are configs (``configs/<method>.yaml``) of the same wiring, never a copy of the
+training loop. A ``heads`` section adds UniDEC's DE head (and, with ``heads.classifier``, the
+classifier head and per-label classifiers) on top of the encoder.
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.unidec import HeadsConfig, UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
-from xdex.modules.dual_encoder import DualEncoder
+from xdex.modules import DualEncoder, UniDECNet
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
-METHODS = ("ngame", "dexml")
+METHODS = ("ngame", "dexml", "depsl", "unidec")
 
 
 @dataclass
@@ -58,6 +60,7 @@ class RecipeConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     index: dict = field(default_factory=lambda: {"kind": "exact"})
+    heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
 
 
 def recipe_path(method: str) -> Path:
@@ -148,6 +151,24 @@ def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
+def build_objective(
+    config: RecipeConfig, encoder, queries, labels, y_train: sp.csr_matrix
+) -> tuple[DualEncoder | UniDECNet, DualEncoderObjective]:
+    """The network and trainer objective of ``config``: a plain dual encoder, or UniDEC / DePSL heads."""
+    seed = config.trainer.seed
+    loss = build_loss(**config.loss)
+    heads = config.heads
+    if heads is None:
+        net = DualEncoder(encoder)
+        return net, DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed=seed)
+    n_labels = y_train.shape[1] if heads.classifier else None
+    net = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
+    clf_loss = build_loss(**(heads.classifier_loss or config.loss)) if heads.classifier else None
+    objective = UniDECObjective(net, loss, queries, labels, y_train, config.sampling, heads, clf_loss, seed=seed)
+    objective.init_classifiers()
+    return net, objective
+
+
 def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
     """Train ``config`` on ``dataset``'s training split and write the model directory ``out``."""
     out = Path(out)
@@ -168,9 +189,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts)
     cache = encoder.token_cache()  # shared by runs on the same texts ($XDEX_CACHE_DIR, default ~/.cache/xdex)
     queries, labels = cache.get(query_texts), cache.get(lab_texts)
-    net = DualEncoder(encoder)
-    loss = build_loss(**config.loss)
-    objective = DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed=seed)
+    net, objective = build_objective(config, encoder, queries, labels, y_train)
 
     evaluate = None
     if len(valid_rows):
@@ -180,8 +199,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         k_max = depth_with_filter(max(config.data.eval_ks), pairs)
 
         def evaluate() -> dict[str, float]:
-            z = net.embed(labels, config.sampling.embed_batch_size).numpy()
-            q = net.embed(valid_tokens, config.sampling.embed_batch_size).numpy()
+            z = net.label_vectors(labels, config.sampling.embed_batch_size).numpy()
+            q = net.query_vectors(valid_tokens, config.sampling.embed_batch_size).numpy()
             ranking = retrieve(q, z, k_max)
             if pairs is not None:
                 ranking = remove_pairs(ranking, pairs)
@@ -191,7 +210,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     history = trainer.fit(resume=resume)
     train_seconds = time.perf_counter() - t0
 
-    z = net.embed(labels, config.sampling.embed_batch_size).numpy()
+    z = net.label_vectors(labels, config.sampling.embed_batch_size).numpy()
     index_params = dict(config.index)
     index = build_index(index_params.pop("kind", "exact"), z.shape[1], "ip", **index_params)
     index.add(z)

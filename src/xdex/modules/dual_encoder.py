@@ -5,16 +5,21 @@ The score of query x and label l is the cosine Φ(x)·Φ(z_l) (NGAME; DEXML Sec.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from xdex.encoders.base import Encoder
+from xdex.encoders.factory import load_encoder
 from xdex.text.tokens import TokenizedTexts
 
 
 class DualEncoder(nn.Module):
     """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
+
+    search = "de"  # queries and labels share one space; no other search mode
 
     def __init__(self, encoder: Encoder):
         super().__init__()
@@ -31,3 +36,19 @@ class DualEncoder(nn.Module):
     def embed(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         """Normalised embeddings of all texts, no graph, eval mode, input order."""
         return F.normalize(self.encoder.embed(tokens, batch_size=batch_size), dim=-1)
+
+    def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Query-side search vectors: the normalised embeddings."""
+        return self.embed(tokens, batch_size)
+
+    def label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Label-side search vectors: the normalised embeddings."""
+        return self.embed(tokens, batch_size)
+
+    def save(self, folder: str | Path) -> None:
+        """Write the encoder to ``folder/encoder``."""
+        self.encoder.save(Path(folder) / "encoder")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> DualEncoder:
+        return cls(load_encoder(Path(folder) / "encoder"))

@@ -24,7 +24,7 @@ class OptimConfig:
     warmup_ratio: float = 0.05
     schedule: Literal["linear", "cosine", "constant"] = "linear"
     grad_clip: float | None = 1.0
-    group_lr: dict = field(default_factory=dict)  # parameter-name prefix -> learning rate
+    group_lr: dict = field(default_factory=dict)  # parameter-name prefix -> learning rate (dense or sparse)
 
 
 def _is_sparse_param(module: nn.Module, name: str) -> bool:
@@ -32,17 +32,23 @@ def _is_sparse_param(module: nn.Module, name: str) -> bool:
 
 
 def build_optimizers(model: nn.Module, cfg: OptimConfig) -> list[torch.optim.Optimizer]:
-    """AdamW over dense parameters (grouped by learning rate and decay), SparseAdam over sparse tables."""
-    sparse, dense = [], {}
+    """AdamW over dense parameters (grouped by learning rate and decay), SparseAdam over sparse tables.
+
+    A parameter takes the learning rate of the first ``group_lr`` prefix its name starts with, else
+    ``lr`` (dense) or ``lr_sparse`` (sparse tables).
+    """
+    sparse: dict[float, list] = {}
+    dense: dict[tuple[float, float], list] = {}
     for mod_name, module in model.named_modules():
         for p_name, p in module.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
             full = f"{mod_name}.{p_name}" if mod_name else p_name
+            lr = next((v for k, v in cfg.group_lr.items() if full.startswith(k)), None)
             if _is_sparse_param(module, p_name):
-                sparse.append(p)
+                sparse.setdefault(float(cfg.lr_sparse if lr is None else lr), []).append(p)
                 continue
-            lr = next((v for k, v in cfg.group_lr.items() if full.startswith(k)), cfg.lr)
+            lr = cfg.lr if lr is None else lr
             no_decay = p.ndim < 2 or isinstance(module, (nn.LayerNorm, nn.Embedding, nn.EmbeddingBag))
             wd = 0.0 if no_decay else cfg.weight_decay
             dense.setdefault((float(lr), wd), []).append(p)
@@ -51,7 +57,7 @@ def build_optimizers(model: nn.Module, cfg: OptimConfig) -> list[torch.optim.Opt
         groups = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in dense.items()]
         optimizers.append(torch.optim.AdamW(groups))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam(sparse, lr=cfg.lr_sparse))
+        optimizers.append(torch.optim.SparseAdam([{"params": ps, "lr": lr} for lr, ps in sparse.items()]))
     if not optimizers:
         raise ValueError("the model has no trainable parameters")
     return optimizers

@@ -1,0 +1,146 @@
+"""UniDEC / DePSL: dual-encoder and classifier heads trained together over one label pool.
+
+UniDEC Algorithm 1: per batch the pool L_B (β sampled positives + η hard negatives per query, every
+in-pool positive masked) is scored twice over one encoder pass,
+
+    S_D = Φ_D(x)·Φ_D(z)ᵀ (unit vectors)      and      S_C = Φ_C(x)·Ψᵀ (not normalised),
+
+each with the configured loss (``symmetric`` for λ_D / λ_C mixes of q2l and l2q), and
+
+    L = λ · L_D + (1 − λ) · L_C              (Sec. 3.2; DePSL / SupConDE: L = L_D, no g2, no Ψ).
+
+Options: an auxiliary OvA BCE term on S_C (second paper, Table 3) and "POS-CLF" (Table 6/7): β_E
+extra sampled positives added to the classifier's pool only. Hard negatives and query clusters come
+from Φ_D, refreshed every τ epochs (:class:`DualEncoderObjective`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from xdex.losses import BCE
+from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.modules.unidec import UniDECNet
+from xdex.sampling import positives_mask, sample_positives
+from xdex.text.tokens import TokenizedTexts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HeadsConfig:
+    """UniDEC's heads (the ``heads`` section of the ``unidec`` and ``depsl`` recipes)."""
+
+    dim: int = 256  # d of g1 and g2 (the paper: 256-512; search vectors are 2d with "concat")
+    dropout: float = 0.1
+    classifier: bool = True  # g2 + Ψ trained with L_C (UniDEC); false: the DE head alone (DePSL)
+    classifier_loss: dict | None = None  # the loss of L_C; None: the same as `loss`
+    classifier_init: Literal["labels", "random"] = "labels"  # Ψ_l ← Φ_C(z_l) before training, or random
+    lam: float = 0.5  # λ of L = λ·L_D + (1 − λ)·L_C
+    bce_weight: float = 0.0  # weight of an auxiliary OvA BCE on the classifier scores (0: none)
+    extra_positives: int = 0  # β_E: positives per query added to the classifier's pool only (POS-CLF)
+    search: Literal["concat", "de", "clf"] = "concat"  # the model directory's search mode
+
+
+class UniDECObjective(DualEncoderObjective):
+    """Trainer objective for a :class:`UniDECNet` (see the module docstring)."""
+
+    def __init__(
+        self,
+        net: UniDECNet,
+        de_loss: nn.Module,
+        queries: TokenizedTexts,
+        labels: TokenizedTexts,
+        train_labels: sp.csr_matrix,
+        config: SamplingConfig,
+        heads: HeadsConfig,
+        clf_loss: nn.Module | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed)
+        if not 0.0 <= heads.lam <= 1.0:
+            raise ValueError(f"heads.lam must be in [0, 1], got {heads.lam}")
+        if heads.classifier != net.has_classifier:
+            raise ValueError("heads.classifier does not match the network (classifiers present or not)")
+        if heads.classifier and clf_loss is None:
+            raise ValueError("a classifier loss is needed when the network has classifiers")
+        if heads.extra_positives < 0 or heads.bce_weight < 0:
+            raise ValueError("heads.extra_positives and heads.bce_weight must be >= 0")
+        self.heads = heads
+        self.clf_loss = clf_loss
+        self.bce = BCE() if heads.bce_weight > 0 else None
+        modules = {"net": net, "loss": de_loss}
+        if clf_loss is not None:
+            modules["clf_loss"] = clf_loss
+        self.model = nn.ModuleDict(modules)
+        self._parts: dict[str, list[float]] = {}
+
+    @torch.no_grad()
+    def init_classifiers(self) -> None:
+        """Ψ_l ← Φ_C(z_l) (eval mode): every classifier starts where its label text points."""
+        net: UniDECNet = self.net
+        if not net.has_classifier or self.heads.classifier_init != "labels":
+            return
+        phi = net.encoder.embed(self.labels, batch_size=self.cfg.embed_batch_size)
+        was_training = net.training
+        net.eval()
+        try:
+            weight = net.classifier.weight
+            weight.copy_(net.clf(phi.to(weight.device)).to(weight.dtype))
+        finally:
+            net.train(was_training)
+
+    def start_epoch(self, epoch: int) -> None:
+        super().start_epoch(epoch)
+        self._parts = {}
+
+    def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
+        batch = self.make_batch(item)
+        self._pool_sizes.append(len(batch.label_ids))
+        self._in_pool.append(batch.avg_positives_in_pool)
+        net: UniDECNet = self.net
+        phi_q = net.encoder(self.queries[batch.query_ids])
+        phi_z = net.encoder(self.labels[batch.label_ids])
+        de_scores = net.de(phi_q) @ net.de(phi_z).T
+        device = de_scores.device
+        loss_de = self.loss_fn(de_scores, torch.from_numpy(batch.positives).to(device))
+        self._record("loss_de", loss_de)
+        if not net.has_classifier:
+            return loss_de
+        pool, mask = batch.label_ids, batch.positives
+        if self.heads.extra_positives:
+            pool, mask = self.classifier_pool(item, batch.query_ids, batch.label_ids)
+        clf_scores = net.clf(phi_q) @ net.classifiers(torch.from_numpy(pool).to(device)).T
+        clf_mask = torch.from_numpy(mask).to(device)
+        loss_clf = self.clf_loss(clf_scores, clf_mask)
+        self._record("loss_clf", loss_clf)
+        if self.bce is not None:
+            loss_bce = self.bce(clf_scores, clf_mask)
+            self._record("loss_bce", loss_bce)
+            loss_clf = loss_clf + self.heads.bce_weight * loss_bce
+        return self.heads.lam * loss_de + (1.0 - self.heads.lam) * loss_clf
+
+    def classifier_pool(
+        self, item: tuple[int, int, np.ndarray], query_ids: np.ndarray, pool: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """POS-CLF (UniDEC Tables 6-7): the pool plus β_E more sampled positives per query, and its mask."""
+        epoch, i, _ = item
+        rng = np.random.default_rng([self.seed, epoch, i, 2])
+        extra = sample_positives(self.y, query_ids, self.heads.extra_positives, rng)
+        pool = np.union1d(pool, extra).astype(np.int64)
+        return pool, positives_mask(self.y, query_ids, pool)
+
+    def epoch_stats(self) -> dict[str, float]:
+        stats = super().epoch_stats()
+        stats.update({name: float(np.mean(values)) for name, values in self._parts.items()})
+        return stats
+
+    def _record(self, name: str, value: torch.Tensor) -> None:
+        self._parts.setdefault(name, []).append(float(value.detach()))
