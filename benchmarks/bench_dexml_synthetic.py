@@ -24,6 +24,7 @@ import torch
 from docs_section import update_section
 
 from xdex.data.synthetic import decoupled_softmax_task, memorisation_task
+from xdex.encoders.factory import build_encoder
 from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import compute_metrics
 
@@ -48,6 +49,18 @@ def run(dataset, overrides: list[str]) -> dict:
     return {"P@1": metrics["P@1"], "P@5": metrics["P@5"], "train s": seconds}
 
 
+def check_trigger_kept(dataset, overrides: list[str]) -> None:
+    """Stop before training when the encoder's max_length would cut the trigger off label 0's text (it is
+    the last word, and random words split into many word pieces): the task would then be unlearnable."""
+    cfg = load_recipe("dexml", overrides=overrides)
+    encoder = build_encoder({k: v for k, v in cfg.encoder.items() if v is not None},
+                            dataset.train.texts + dataset.labels.texts)
+    full = len(encoder.tokenizer.tokenize([dataset.labels.texts[0]], 10**6, encoder.special_tokens).ids)
+    if full > encoder.max_length:
+        raise SystemExit(f"label 0 is {full} tokens long but encoder.max_length is {encoder.max_length}: its trigger "
+                         f"would be cut off; use --set encoder.max_length={full} or more")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task", choices=["decoupled", "memorisation"])
@@ -61,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     title_line = section_title(args.task, encoder)
     if args.task == "decoupled":
         dataset = decoupled_softmax_task()
+        check_trigger_kept(dataset, args.overrides)
         base = ["data.validation_size=0", *args.overrides]
         rows = {loss: run(dataset, [f"loss.name={loss}", *base]) for loss in ("decoupled_softmax", "softmax")}
         title = "1,000 training queries, 5,000 labels; 1,000 test queries with the trigger token, label 0 only"

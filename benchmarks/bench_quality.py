@@ -1,6 +1,6 @@
 """Train the xdex recipes and peer XMC libraries on real datasets and compare their test metrics.
 
-    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml]
+    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec]
         [--peers napkinxc-plt omikuji-parabel] [--set key=value ...] [--recipe-set ngame:key=value ...]
         [--json out.json] [--update-docs]
 
@@ -8,6 +8,8 @@ Every (dataset, method) pair runs in a process of its own, so that its peak memo
 crash loses only that run. All rankings are scored by ``xdex.metrics.evaluate_predictions``: the
 test split's filter pairs are removed from the predictions, propensities use A=0.55, B=1.5.
 The peers read TF-IDF features of the texts (scikit-learn, fitted on the training split only).
+A UniDEC model is also scored with each head alone (UniDEC Table 5): ``unidec-de`` searches with Φ_D only,
+``unidec-clf`` with the normalised classifier head only; ``unidec`` is the concatenation (the model's own search).
 The -aux datasets have the same documents and labels as their base dataset and are not run by default.
 """
 
@@ -37,14 +39,14 @@ if TYPE_CHECKING:
     from xdex.data import Dataset
     from xdex.metrics import Ranking
 
-    Fit = Callable[[Dataset, int, Path], tuple[Ranking, float]]
+    Fit = Callable[[Dataset, int, Path], tuple[dict[str, Ranking], float]]
 
 log = logging.getLogger("bench_quality")
 
 SECTION = "## Quality on the shared datasets"
 DATA_ROOT = Path(os.environ.get("XDEX_DATA_ROOT", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
-RECIPES = ("ngame", "dexml")
+RECIPES = ("ngame", "dexml", "depsl", "unidec")
 PEERS = ("napkinxc-plt", "omikuji-parabel")
 COLUMNS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5")
 PROPENSITY = (0.55, 1.5)
@@ -108,9 +110,10 @@ def omikuji_parabel(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, f
 
 
 def xdex_recipe(method: str, overrides: list[str]) -> Fit:
-    """A trainer for the packaged CPU recipe ``method`` with ``overrides``; returns (ranking, train seconds)."""
+    """A trainer for the packaged CPU recipe ``method`` with ``overrides``; returns ({name: ranking}, train
+    seconds), with the single-head searches of a model with classifiers as ``METHOD-de`` and ``METHOD-clf``."""
 
-    def run(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
+    def run(dataset: Dataset, k: int, workdir: Path) -> tuple[dict[str, Ranking], float]:
         from xdex.methods.recipe import load_recipe, train
 
         config = load_recipe(method, overrides=overrides)
@@ -118,16 +121,29 @@ def xdex_recipe(method: str, overrides: list[str]) -> Fit:
         start = time.perf_counter()
         model = train(dataset, config, workdir / "model")
         seconds = time.perf_counter() - start
-        return model.predict(dataset.test.texts, k), seconds
+        rankings = {method: model.predict(dataset.test.texts, k)}
+        if config.heads is not None and config.heads.classifier:
+            for mode in ("de", "clf"):
+                rankings[f"{method}-{mode}"] = model.with_search(mode).predict(dataset.test.texts, k)
+        return rankings, seconds
 
     return run
 
 
-PEER_FITS: dict[str, Fit] = {"napkinxc-plt": napkinxc_plt, "omikuji-parabel": omikuji_parabel}
+def peer(fit: Callable[[Dataset, int, Path], tuple[Ranking, float]], name: str) -> Fit:
+    def run(dataset: Dataset, k: int, workdir: Path) -> tuple[dict[str, Ranking], float]:
+        ranking, seconds = fit(dataset, k, workdir)
+        return {name: ranking}, seconds
+
+    return run
 
 
-def run_one(job: dict) -> dict:
-    """Train, predict and evaluate one method on one dataset; metrics in percent."""
+PEER_FITS: dict[str, Fit] = {name: peer(fit, name) for name, fit in
+                             (("napkinxc-plt", napkinxc_plt), ("omikuji-parabel", omikuji_parabel))}
+
+
+def run_one(job: dict) -> list[dict]:
+    """Train, predict and evaluate one method on one dataset: one record per ranking, metrics in percent."""
     from xdex.data import load
     from xdex.metrics import depth_with_filter, evaluate_predictions
 
@@ -136,9 +152,13 @@ def run_one(job: dict) -> dict:
     method = job["method"]
     fit = PEER_FITS[method] if method in PEER_FITS else xdex_recipe(method, job["overrides"])
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as workdir:
-        ranking, seconds = fit(dataset, k, Path(workdir))
-    metrics = evaluate_predictions(ranking, dataset, ks=(1, 3, 5), propensity=PROPENSITY, recall_ks=(5,))
-    return {"metrics": {name: metrics[name] for name in COLUMNS}, "train_s": seconds, "peak_mb": peak_rss_mb()}
+        rankings, seconds = fit(dataset, k, Path(workdir))
+    records = []
+    for name, ranking in rankings.items():
+        metrics = evaluate_predictions(ranking, dataset, ks=(1, 3, 5), propensity=PROPENSITY, recall_ks=(5,))
+        records.append({"method": name, "metrics": {m: metrics[m] for m in COLUMNS}, "train_s": seconds})
+    peak = peak_rss_mb()
+    return [r | {"peak_mb": peak} for r in records]
 
 
 def peak_rss_mb() -> float:
@@ -156,8 +176,8 @@ def peak_rss_mb() -> float:
 
 # --- the driver ------------------------------------------------------------------------------------
 
-def run_isolated(path: Path, method: str, overrides: list[str]) -> dict:
-    """Run ``method`` on the dataset folder ``path`` in a fresh Python process; its record, or its failure."""
+def run_isolated(path: Path, method: str, overrides: list[str]) -> list[dict]:
+    """Run ``method`` on the dataset folder ``path`` in a fresh Python process; its records, or its failure."""
     job = {"path": str(path), "method": method, "overrides": overrides}
     record = {"dataset": path.name, "method": method}
     log.info("%s on %s", method, path.name)
@@ -166,12 +186,13 @@ def run_isolated(path: Path, method: str, overrides: list[str]) -> dict:
         command = [sys.executable, __file__, "--one", json.dumps(job), "--result", str(out)]
         code = subprocess.run(command, stdout=sys.stderr).returncode  # libraries that print keep off the table
         if code == 0 and out.exists():
-            record |= json.loads(out.read_text(encoding="utf-8"))
-            log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", method, path.name,
-                     record["metrics"]["P@1"], record["metrics"]["PSP@5"], record["train_s"])
-            return record
+            records = [{"dataset": path.name} | r for r in json.loads(out.read_text(encoding="utf-8"))]
+            for r in records:
+                log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", r["method"], path.name,
+                         r["metrics"]["P@1"], r["metrics"]["PSP@5"], r["train_s"])
+            return records
     log.error("%s on %s failed (exit code %d); its messages are above", method, path.name, code)
-    return record | {"error": f"exit code {code}"}
+    return [record | {"error": f"exit code {code}"}]
 
 
 def overrides_for(method: str, common: list[str], per_recipe: list[str]) -> list[str]:
@@ -193,7 +214,8 @@ def table(records: list[dict]) -> list[str]:
 def verdict(records: list[dict]) -> str:
     """Whether the best dual encoder beats the best peer on P@1 and on PSP@5."""
     ok = [r for r in records if "error" not in r]
-    des, peers = [r for r in ok if r["method"] in RECIPES], [r for r in ok if r["method"] in PEERS]
+    peers = [r for r in ok if r["method"] in PEERS]
+    des = [r for r in ok if r["method"] not in PEERS]
     if not des or not peers:
         return "No comparison: a dual encoder or a peer is missing."
     parts = []
@@ -223,6 +245,8 @@ def report(command: str, records: list[dict], load: float, args: argparse.Namesp
         f"Neither peer repeats its figures exactly with {THREADS} threads (Omikuji's Python API takes no seed): "
         "they move by a few tenths of a point between runs.",
         "PECOS is not run: libpecos needs numpy < 2.",
+        "unidec-de and unidec-clf are the unidec model searched with one head alone (UniDEC Table 5: the DE "
+        "head Φ_D, the normalised classifier head N(Φ_C) against N(Ψ)); same training run, same train s and peak MB.",
         "train s: wall seconds from the texts to a trained model (xdex: tokenizer, training with validation, "
         "label index; peers: TF-IDF and training).",
         "peak MB: peak resident memory of the run's own process, prediction and evaluation included.",
@@ -287,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.datasets:
         for method in [*args.methods, *args.peers]:
             overrides = overrides_for(method, args.set, args.recipe_set) if method in RECIPES else []
-            records.append(run_isolated(args.data_root / name, method, overrides))
+            records += run_isolated(args.data_root / name, method, overrides)
     if args.json:
         atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
     section = report(shlex.join(["python", "benchmarks/bench_quality.py", *argv]), records, load, args)

@@ -33,6 +33,8 @@ from xdex.metrics.evaluation import filtered, require_test
 logger = logging.getLogger(__name__)
 
 DATA_HELP = "Dataset folder (any supported layout), or 'demo' for the bundled dataset."
+SEARCH_HELP = ("UniDEC models: search with both heads (concat, the default), the DE head alone (de) "
+               "or the classifiers alone (clf).")
 
 
 def parse_ks(text: str, option: str) -> list[int]:
@@ -62,6 +64,8 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric name -> percent."),
     deciles: Optional[Path] = typer.Option(
         None, "--deciles", help="Write a plot of each label decile's share of P@k (largest --k) to this file."),
+    search: Optional[str] = typer.Option(
+        None, "--search", help=SEARCH_HELP),
 ) -> None:
     """Test-split metrics of MODEL_DIR or of --pred FILE (filter pairs removed from the predictions)."""
     if (model_dir is None) == (pred is None):
@@ -74,18 +78,20 @@ def evaluate(
     if pred is not None:
         ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
     else:
-        ranking = _predict_with_model(model_dir, dataset, depth)
+        ranking = _predict_with_model(model_dir, dataset, depth, search)
     metrics = evaluate_predictions(ranking, dataset, ks, model, recall_ks)
     typer.echo(json.dumps(metrics) if as_json else format_metrics(metrics))
     if deciles is not None:
         _plot_deciles(ranking, dataset, max(ks), deciles, echo=not as_json)
 
 
-def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int) -> Ranking:
+def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: str | None) -> Ranking:
     """The model's ranking of the test split, after checking that it was trained on these labels."""
     from xdex.inference.model import DualEncoderModel
 
     trained = DualEncoderModel.load(model_dir)
+    if search is not None:
+        trained = trained.with_search(search)
     if list(trained.label_ids) != list(dataset.labels.ids):
         raise ValueError(
             f"{model_dir} was trained on {len(trained.label_ids)} labels that are not the "

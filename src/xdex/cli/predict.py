@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from xdex.atomic import atomic_path
+from xdex.cli.evaluate import SEARCH_HELP
 from xdex.data.errors import DataFormatError, Problem
 
 
@@ -44,6 +46,7 @@ def register(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "--output", help='JSONL out: {"id": row, "labels": [...], "scores": [...]}'),
         k: int = typer.Option(10, "--k", min=1, help="Labels per text."),
         batch_size: int = typer.Option(4096, "--batch-size", min=1, help="Texts encoded at a time."),
+        search: Optional[str] = typer.Option(None, "--search", help=SEARCH_HELP),
     ) -> None:
         """Predict the top-k labels of every input text; rows keep the input order (id = 0-based row)."""
         from tqdm.auto import tqdm
@@ -53,6 +56,8 @@ def register(app: typer.Typer) -> None:
         if output.exists():
             raise FileExistsError(f"{output} exists; choose another --output")
         model = DualEncoderModel.load(model_dir)
+        if search is not None:
+            model = model.with_search(search)
         row = 0
         with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as out:
             chunk: list[str] = []
