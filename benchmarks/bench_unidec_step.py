@@ -4,8 +4,8 @@
         [--warmup 3] [--threads N] [--seed 0] [--set key=value ...] [--update-docs]
 
 A batch's label pool L_B is the union of β sampled positives and η hard negatives of each of its B
-queries, so |L_B| ≤ B·(β + η) whatever L is, and a training step (encoder over B queries and |L_B|
-labels, both heads, rows of Ψ touched by sparse updates) should cost the same at L = 10^4 and 10^6.
+queries, so |L_B| ≤ B·(β + η) whatever L is, and the cost of a training step (encoder over B queries
+and |L_B| labels, both heads, sparse updates of the |L_B| rows of Ψ) follows |L_B|, not L.
 What does grow with L is set apart: the setup (tokenising the labels, Ψ ← Φ_C(z) over every label) and
 the refresh (embedding every label, exact search for the hard-negative shortlists).
 
@@ -43,10 +43,12 @@ import torch
 from bench_quality import peak_rss_mb
 from docs_section import DOCS, update_section
 
+from xdex.atomic import atomic_write_text
 from xdex.encoders.factory import build_encoder
+from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.recipe import build_objective, load_recipe
 from xdex.train.optim import build_optimizers, build_schedulers
-from xdex.train.trainer import resolve_device
+from xdex.train.trainer import TrainerConfig, resolve_device
 
 log = logging.getLogger("bench_unidec_step")
 
@@ -138,7 +140,7 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     log.info("L = %d: refresh %.1f s", n_labels, refresh_s)
 
     optim = config.trainer.optim
-    optimizers = build_optimizers(model, optim)
+    optimizers = build_optimizers(model, optim)  # SparseAdam creates its O(L) states for Ψ at the first step
     schedulers = build_schedulers(optimizers, objective.steps_per_epoch() * config.trainer.epochs, optim)
     items = objective.batches(config.sampling.first_refresh)  # the batches of the epoch of refresh 0
     timed = [items[s % len(items)] for s in range(warmup, warmup + steps)]
@@ -146,21 +148,7 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     step_ms = []
     for s in range(warmup + steps):
         start = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.trainer.bf16):
-            loss = objective.loss(items[s % len(items)])
-        for opt in optimizers:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if optim.grad_clip:
-            dense = [p for p in model.parameters() if p.grad is not None and not p.grad.is_sparse]
-            torch.nn.utils.clip_grad_norm_(dense, optim.grad_clip)
-        for opt in optimizers:
-            opt.step()
-        for sch in schedulers:
-            sch.step()
-        float(loss.detach())
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        train_step(objective, items[s % len(items)], optimizers, schedulers, config.trainer, device)
         if s >= warmup:
             step_ms.append(1000.0 * (time.perf_counter() - start))
     batches = [objective.make_batch(item) for item in timed]  # the same pools: each depends on (seed, epoch, i)
@@ -176,6 +164,28 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
         "pool_bound": sampling.batch_size * (sampling.beta + sampling.hard_negatives),
         "peak_mb": peak_rss_mb(),
     }
+
+
+def train_step(objective: DualEncoderObjective, item: tuple[int, int, np.ndarray],
+               optimizers: list[torch.optim.Optimizer], schedulers: list[torch.optim.lr_scheduler.LRScheduler],
+               trainer: TrainerConfig, device: torch.device) -> float:
+    """One step as the trainer runs it: loss, backward, clipping of dense gradients, optimiser and schedule steps."""
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=trainer.bf16):
+        loss = objective.loss(item)
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if trainer.optim.grad_clip:
+        dense = [p for p in objective.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+        torch.nn.utils.clip_grad_norm_(dense, trainer.optim.grad_clip)
+    for opt in optimizers:
+        opt.step()
+    for sch in schedulers:
+        sch.step()
+    value = float(loss.detach())
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return value
 
 
 def summary(record: dict) -> dict:
@@ -232,7 +242,8 @@ def report(command: str, records: list[dict], load: float, threads: int, args: a
         f"words drawn from {VOCABULARY:,} random {WORD_LETTERS}-letter words; each query has 1 to {MAX_POSITIVES} "
         "positives drawn log-uniformly over the label ids (a Zipf law of exponent 1).",
         f"The packaged `unidec` recipe, overrides: {' '.join(args.set) or 'none'}; B = {b}, β = {beta}, η = {eta}, "
-        f"so a label pool holds at most B·(β + η) = {b * (beta + eta):,} labels.",
+        f"so a label pool holds at most B·(β + η) = {b * (beta + eta):,} labels; it holds fewer when the queries "
+        "of a batch share positives or hard negatives, which is more common when L is small.",
         f"Each L in a process of its own: one refresh, then {args.warmup} untimed and {args.steps} timed training "
         "steps (forward, backward, optimiser steps) on that refresh's batches.",
         f"setup s: data, tokenizer (WordPiece and IDF on at most {TOKENIZER_SAMPLE:,} of the texts), tokenising, "
@@ -249,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="values of L")
     parser.add_argument("--queries", type=int, default=20_000, help="training queries N")
     parser.add_argument("--steps", type=int, default=50, help="timed training steps per L")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps before them")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed training steps before them (the first creates the optimiser states)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
@@ -257,20 +269,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a job to run in this process (JSON)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its record
     args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be positive, got {args.threads}")
+    if not args.one:
+        if min(args.labels) < 1 or args.queries < 1 or args.steps < 1 or args.warmup < 0:
+            parser.error("--labels, --queries and --steps must be positive and --warmup non-negative")
+        try:
+            load_recipe("unidec", overrides=args.set)
+        except ValueError as error:
+            parser.error(f"--set: {error}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     if args.threads is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be positive, got {args.threads}")
         torch.set_num_threads(args.threads)
     if args.one:
-        args.result.write_text(json.dumps(measure(**json.loads(args.one))), encoding="utf-8")
+        atomic_write_text(args.result, json.dumps(measure(**json.loads(args.one))))
         return 0
-    if min(args.labels) < 1 or args.queries < 1 or args.steps < 1 or args.warmup < 0:
-        parser.error("--labels, --queries and --steps must be positive and --warmup non-negative")
-    try:
-        load_recipe("unidec", overrides=args.set)
-    except ValueError as error:
-        parser.error(f"--set: {error}")
     load = os.getloadavg()[0]
     records = [run_isolated({"n_labels": n, "n_queries": args.queries, "steps": args.steps, "warmup": args.warmup,
                              "overrides": args.set, "seed": args.seed}, args.threads)

@@ -140,7 +140,7 @@ def test_switching_encoder_type_starts_the_encoder_section_afresh(tmp_path):
     assert load_recipe("ngame", path).encoder["type"] == "bag"
 
 
-@pytest.mark.parametrize("method", ["ngame", "dexml", "depsl", "unidec"])
+@pytest.mark.parametrize("method", ["ngame", "dexml", "depsl", "unidec", "dexa"])
 def test_paper_settings_load_and_name_the_missing_model(method):
     from xdex.methods.recipe import recipe_path
 

@@ -1,7 +1,16 @@
-"""Clustering of embeddings: hierarchical balanced 2-means and plain spherical k-means."""
+"""Clustering of embeddings: hierarchical balanced 2-means, plain spherical k-means, and DEXA's label clusters."""
 
 from xdex.cluster.balanced import balanced_kmeans
+from xdex.cluster.label_clusters import CLUSTER_METHODS, cluster_labels, clusters_for_ratio, label_centroids
 from xdex.cluster.members import clusters_to_lists
 from xdex.cluster.spherical import kmeans
 
-__all__ = ["balanced_kmeans", "kmeans", "clusters_to_lists"]
+__all__ = [
+    "CLUSTER_METHODS",
+    "balanced_kmeans",
+    "cluster_labels",
+    "clusters_for_ratio",
+    "clusters_to_lists",
+    "kmeans",
+    "label_centroids",
+]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -170,7 +171,10 @@ class BagOfEmbeddings(Encoder):
         path = Path(folder) / WEIGHTS_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{folder}: no {WEIGHTS_FILE}")
-        state = load_file(str(path))
+        try:
+            state = load_file(str(path))
+        except SafetensorError as e:
+            raise ValueError(f"{path}: damaged weights file ({e})") from None
         try:
             encoder = cls(
                 Tokenizer.load(folder),

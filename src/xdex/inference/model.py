@@ -6,9 +6,9 @@ Layout::
       config.yaml            the recipe the model was trained with
       meta.json              training metadata (data fingerprint, versions, validation metrics, times)
       encoder/               encoder.json, safetensors weights, tokenizer
-      heads.json, heads.safetensors   UniDEC / DePSL heads and classifiers (absent for a plain dual encoder)
+      heads.json, heads.safetensors   UniDEC / DePSL heads, or DEXA's classifiers (absent for a plain dual encoder)
       labels.jsonl           label ids and texts (row i = label i)
-      label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, or UniDEC's concatenation)
+      label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation, DEXA's fused vectors)
       index/                 the search index over the label embeddings
 """
 
@@ -28,7 +28,7 @@ from xdex.atomic import atomic_path, atomic_write_text
 from xdex.index import ExactIndex, Index, load_index
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.ranking import Ranking
-from xdex.modules import DualEncoder, UniDECNet, load_net
+from xdex.modules import ClassifierFusionNet, DualEncoder, UniDECNet, load_net
 from xdex.text.jsonfile import read_json, write_json
 
 MARKER = "meta.json"
@@ -36,10 +36,10 @@ MARKER = "meta.json"
 
 @dataclass
 class DualEncoderModel:
-    """A dual encoder (plain, or with UniDEC heads) with its label catalogue and index; ``predict`` ranks
-    labels for texts."""
+    """A dual encoder (plain, with UniDEC heads, or with DEXA's fused classifiers) with its label catalogue
+    and index; ``predict`` ranks labels for texts."""
 
-    net: DualEncoder | UniDECNet
+    net: DualEncoder | UniDECNet | ClassifierFusionNet
     label_ids: list[str]
     label_texts: list[str]
     label_embeddings: np.ndarray
@@ -61,12 +61,14 @@ class DualEncoderModel:
         return self.net.search
 
     def with_search(self, mode: str, batch_size: int = 512) -> DualEncoderModel:
-        """This model searching with another UniDEC mode (``"concat"``, ``"de"``, ``"clf"``; Table 5):
-        label vectors are recomputed and searched exactly. The model itself is left unchanged."""
+        """This model searching in another mode of its network (UniDEC Table 5: ``"concat"``, ``"de"``,
+        ``"clf"``; DEXA: ``"fused"``, ``"de"``, ``"clf"``): label vectors are recomputed and searched
+        exactly. The model itself is left unchanged."""
         if mode == self.search:
             return self
-        if not isinstance(self.net, UniDECNet):
-            raise ValueError(f"this model searches with {self.search!r} only; other modes need UniDEC heads")
+        modes = self.net.search_modes
+        if mode not in modes:
+            raise ValueError(f"search mode {mode!r} is not one of this model's: {', '.join(modes)}")
         net = copy.deepcopy(self.net)
         net.search = mode
         z = net.label_vectors(net.encoder.tokenize(self.label_texts), batch_size).numpy()
@@ -79,8 +81,8 @@ class DualEncoderModel:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         _replace_dir(folder / "encoder", self.net.encoder.save)
-        if isinstance(self.net, UniDECNet):
-            self.net.save_heads(folder)
+        if hasattr(self.net, "save_heads"):
+            self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers
         _replace_dir(folder / "index", self.index.save)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))

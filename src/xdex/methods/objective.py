@@ -5,12 +5,15 @@ when hard negatives are mined) feeds the refresh hooks: balanced 2-means cluster
 become NGAME's negative-mining-aware batches, and an index search gives each query a shortlist of
 hard negatives (DEXML Sec. 5.4); (2) each batch's label pool is the sampled positives of its
 queries plus η sampled hard negatives per query, with every in-pool positive masked (UniDEC Fig. 2);
-(3) the loss is applied to S = Φ(x)·Φ(z)ᵀ over the pool.
+(3) the loss is applied to S = Φ(x)·Φ(z)ᵀ over the pool. With DEXA's auxiliary vectors the label
+side is the augmented embedding N(Φ(z_l) + a_{C(l)}) (DEXA Eq. 5), in the loss and in the index the
+hard negatives come from; documents get no auxiliary vector.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +23,7 @@ from torch import nn
 
 from xdex.cluster import balanced_kmeans, clusters_to_lists
 from xdex.index import ExactIndex
+from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.sampling import Batch, ClusterSchedule, HardNegatives, QueryBatcher, build_batch
 from xdex.text.tokens import TokenizedTexts
@@ -56,14 +60,24 @@ class DualEncoderObjective:
         train_labels: sp.csr_matrix,
         config: SamplingConfig,
         seed: int = 0,
+        aux: AuxiliaryVectors | None = None,
+        recluster: Callable[[np.ndarray], np.ndarray] | None = None,
+        recluster_every: int = 0,
     ):
+        """``aux``: DEXA's auxiliary vectors for the label side (None: plain label embeddings);
+        ``recluster``: label embeddings -> new cluster assignment, applied every ``recluster_every``-th
+        refresh after the first (DEXA's "dynamic clusters"; 0: fixed clusters)."""
         if len(queries) != train_labels.shape[0] or len(labels) != train_labels.shape[1]:
             raise ValueError(
                 f"{len(queries)} queries and {len(labels)} labels for a {train_labels.shape} label matrix"
             )
         self.net = net
         self.loss_fn = loss
-        self.model = nn.ModuleDict({"net": net, "loss": loss})  # everything the optimisers train
+        self.aux = aux
+        self.recluster = recluster
+        self.recluster_every = recluster_every
+        modules = {"net": net, "loss": loss} if aux is None else {"net": net, "loss": loss, "aux": aux}
+        self.model = nn.ModuleDict(modules)  # everything the optimisers train
         self.queries = queries
         self.labels = labels
         self.y = sp.csr_matrix(train_labels)
@@ -97,7 +111,7 @@ class DualEncoderObjective:
         self._pool_sizes.append(len(batch.label_ids))
         self._in_pool.append(batch.avg_positives_in_pool)
         q = self.net(self.queries[batch.query_ids])
-        z = self.net(self.labels[batch.label_ids])
+        z = self.label_side(batch.label_ids, self.net(self.labels[batch.label_ids]))
         scores = q @ z.T
         return self.loss_fn(scores, torch.from_numpy(batch.positives).to(scores.device))
 
@@ -116,6 +130,12 @@ class DualEncoderObjective:
         self.negatives = None if state["shortlist"] is None else HardNegatives(state["shortlist"])
 
     # -- pieces ---------------------------------------------------------------------------------
+    def label_side(self, label_ids: np.ndarray, z: torch.Tensor) -> torch.Tensor:
+        """The pool's label embeddings as the loss sees them: ``z``, or N(z + a_{C(l)}) with auxiliary vectors."""
+        if self.aux is None:
+            return z
+        return self.aux(torch.from_numpy(np.asarray(label_ids, dtype=np.int64)).to(z.device), z)
+
     def make_batch(self, item: tuple[int, int, np.ndarray]) -> Batch:
         """Label pool and mask of batch ``i`` of ``epoch``; its randomness depends only on (seed, epoch, i)."""
         epoch, i, query_ids = item
@@ -133,9 +153,17 @@ class DualEncoderObjective:
             assign = balanced_kmeans(q, num_clusters=k, seed=self.seed + r)
             self.clusters = clusters_to_lists(assign)
             log.info("refresh %d: %d query clusters of ~%d", r, k, len(q) // k)
+        recluster = self.aux is not None and self.recluster is not None and self.recluster_every > 0 \
+            and r > 0 and r % self.recluster_every == 0
+        if not (recluster or self.cfg.hard_negatives > 0):
+            return
+        z = self.net.embed(self.labels, self.cfg.embed_batch_size)
+        if recluster:
+            self.aux.reassign(self.recluster(z.numpy()))
+            log.info("refresh %d: labels re-clustered into %d clusters", r, self.aux.num_clusters)
         if self.cfg.hard_negatives > 0:
             size = self.cfg.shortlist_size or self.cfg.hard_negatives * self.cfg.refresh_every
-            z = self.net.embed(self.labels, self.cfg.embed_batch_size).numpy()
+            z = (z if self.aux is None else self.aux.augment_all(z)).numpy()
             index = ExactIndex(z.shape[1], metric="ip")
             index.add(z)
             max_pos = int(np.diff(self.y.indptr).max(initial=0))

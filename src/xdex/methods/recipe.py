@@ -8,6 +8,7 @@ classifier head and per-label classifiers) on top of the encoder.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import platform
@@ -31,6 +32,7 @@ from xdex.index import build_index
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
+from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.unidec import HeadsConfig, UniDECObjective
 from xdex.metrics.measures import compute_metrics
@@ -41,7 +43,8 @@ from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
-METHODS = ("ngame", "dexml", "depsl", "unidec")
+METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa")
+CLASSIFIERS = "classifiers"  # the training sub-folder of DEXA's Module II
 
 
 @dataclass
@@ -61,6 +64,8 @@ class RecipeConfig:
     data: DataConfig = field(default_factory=DataConfig)
     index: dict = field(default_factory=lambda: {"kind": "exact"})
     heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
+    aux: AuxConfig | None = None  # DEXA Module I: auxiliary vectors for label clusters
+    classifiers: ClassifierConfig | None = None  # DEXA Module II: per-label classifiers, fused scores
 
 
 def recipe_path(method: str) -> Path:
@@ -154,19 +159,35 @@ def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
 def build_objective(
     config: RecipeConfig, encoder, queries, labels, y_train: sp.csr_matrix
 ) -> tuple[DualEncoder | UniDECNet, DualEncoderObjective]:
-    """The network and trainer objective of ``config``: a plain dual encoder, or UniDEC / DePSL heads."""
+    """The network and trainer objective of ``config``: a plain dual encoder, or UniDEC / DePSL heads, with
+    DEXA's auxiliary vectors on the label side when there is an ``aux`` section."""
     seed = config.trainer.seed
     loss = build_loss(**config.loss)
     heads = config.heads
     if heads is None:
         net = DualEncoder(encoder)
-        return net, DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed=seed)
-    n_labels = y_train.shape[1] if heads.classifier else None
-    net = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
+    else:
+        n_labels = y_train.shape[1] if heads.classifier else None
+        net = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
+    aux_options = {}
+    if config.aux is not None:
+        aux, recluster = build_aux(config.aux, net, queries, labels, y_train, config.sampling.embed_batch_size, seed)
+        aux_options = {"aux": aux, "recluster": recluster, "recluster_every": config.aux.recluster_every}
+    if heads is None:
+        return net, DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed, **aux_options)
     clf_loss = build_loss(**(heads.classifier_loss or config.loss)) if heads.classifier else None
-    objective = UniDECObjective(net, loss, queries, labels, y_train, config.sampling, heads, clf_loss, seed=seed)
+    objective = UniDECObjective(net, loss, queries, labels, y_train, config.sampling, heads, clf_loss, seed=seed,
+                                **aux_options)
     objective.init_classifiers()
     return net, objective
+
+
+def trainer_settings(config: RecipeConfig) -> TrainerConfig:
+    """The trainer settings of ``config``, with the auxiliary vectors' own learning rate (``aux.lr``)."""
+    if config.aux is None or config.aux.lr is None:
+        return config.trainer
+    optim = dataclasses.replace(config.trainer.optim, group_lr={"aux.": config.aux.lr, **config.trainer.optim.group_lr})
+    return dataclasses.replace(config.trainer, optim=optim)
 
 
 def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
@@ -206,8 +227,12 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
                 ranking = remove_pairs(ranking, pairs)
             return compute_metrics(ranking, y_valid, config.data.eval_ks)
 
-    trainer = Trainer(objective, config.trainer, workdir, evaluate=evaluate)
+    trainer = Trainer(objective, trainer_settings(config), workdir, evaluate=evaluate)
     history = trainer.fit(resume=resume)
+    if config.classifiers is not None:
+        validation = (valid_tokens, y_valid, pairs) if len(valid_rows) else None
+        net = train_classifiers(net, objective.aux, queries, labels, y_train, config.classifiers, config.trainer,
+                                workdir / CLASSIFIERS, config.sampling.embed_batch_size, validation, resume)
     train_seconds = time.perf_counter() - t0
 
     z = net.label_vectors(labels, config.sampling.embed_batch_size).numpy()
@@ -231,7 +256,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
     model.save(out)
-    (workdir / CHECKPOINT).unlink(missing_ok=True)  # only an unfinished run needs it; the metrics log stays
+    for done in (workdir / CHECKPOINT, workdir / CLASSIFIERS / CHECKPOINT):
+        done.unlink(missing_ok=True)  # only an unfinished run needs them; the metrics logs stay
     log.info("model written to %s (%.0f s)", out, train_seconds)
     return model
 

@@ -63,8 +63,10 @@ class UniDECObjective(DualEncoderObjective):
         heads: HeadsConfig,
         clf_loss: nn.Module | None = None,
         seed: int = 0,
+        **aux_options,
     ):
-        super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed)
+        """``aux_options``: DEXA's auxiliary vectors for the DE label side (see :class:`DualEncoderObjective`)."""
+        super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed, **aux_options)
         if not 0.0 <= heads.lam <= 1.0:
             raise ValueError(f"heads.lam must be in [0, 1], got {heads.lam}")
         if heads.classifier != net.has_classifier:
@@ -76,10 +78,8 @@ class UniDECObjective(DualEncoderObjective):
         self.heads = heads
         self.clf_loss = clf_loss
         self.bce = BCE() if heads.bce_weight > 0 else None
-        modules = {"net": net, "loss": de_loss}
         if clf_loss is not None:
-            modules["clf_loss"] = clf_loss
-        self.model = nn.ModuleDict(modules)
+            self.model["clf_loss"] = clf_loss
         self._parts: dict[str, list[float]] = {}
 
     @torch.no_grad()
@@ -108,7 +108,7 @@ class UniDECObjective(DualEncoderObjective):
         net: UniDECNet = self.net
         phi_q = net.encoder(self.queries[batch.query_ids])
         phi_z = net.encoder(self.labels[batch.label_ids])
-        de_scores = net.de(phi_q) @ net.de(phi_z).T
+        de_scores = net.de(phi_q) @ self.label_side(batch.label_ids, net.de(phi_z)).T
         device = de_scores.device
         loss_de = self.loss_fn(de_scores, torch.from_numpy(batch.positives).to(device))
         self._record("loss_de", loss_de)

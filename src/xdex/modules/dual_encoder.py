@@ -20,6 +20,7 @@ class DualEncoder(nn.Module):
     """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
 
     search = "de"  # queries and labels share one space; no other search mode
+    search_modes = ("de",)
 
     def __init__(self, encoder: Encoder):
         super().__init__()

@@ -17,6 +17,7 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -34,6 +35,8 @@ HEADS_WEIGHTS = "heads.safetensors"
 
 class UniDECNet(nn.Module):
     """Encoder Φ with the DE head g1 and, when ``n_labels`` is given, the CLF head g2 and classifiers Ψ."""
+
+    search_modes = SEARCH_MODES
 
     def __init__(
         self,
@@ -175,7 +178,7 @@ class UniDECNet(nn.Module):
             net = cls(load_encoder(folder / "encoder"), int(config["dim"]), config.get("n_labels"),
                       float(config["dropout"]), str(config["search"]))
             missing, unexpected = net.load_state_dict(load_file(str(folder / HEADS_WEIGHTS)), strict=False)
-        except (KeyError, TypeError, RuntimeError) as e:
+        except (KeyError, TypeError, RuntimeError, SafetensorError) as e:
             raise ValueError(f"{folder}: the saved UniDEC heads are inconsistent ({e})") from None
         missing = [k for k in missing if not k.startswith("encoder.")]
         if missing or unexpected:

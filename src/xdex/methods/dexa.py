@@ -1,0 +1,126 @@
+"""DEXA: auxiliary vectors for label clusters (Module I) and per-label classifiers (Module II).
+
+Module I (DEXA Sec. 3, Eq. 5) trains the encoder with augmented label embeddings N(E(z_l) + a_{C(l)}),
+one auxiliary vector per cluster of labels; any recipe takes an ``aux`` section (NGAME's triplet,
+DEXML's or UniDEC's losses alike), and the vectors are dropped once the encoder is trained. Module II
+(Eq. 6) freezes the encoder, starts one classifier per label from its augmented embedding ẑ_l and
+trains the classifiers on hard negatives from the index over ẑ. At inference the classifier and the
+label-embedding scores are fused: score(x, l) = α·w_lᵀE(x) + (1 − α)·E(z_l)ᵀE(x), with α chosen on
+the validation split unless given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
+from xdex.losses import build_loss
+from xdex.methods.classifiers import ClassifierObjective, choose_fusion, hard_negative_shortlist
+from xdex.modules.auxiliary import AuxiliaryVectors
+from xdex.modules.dual_encoder import DualEncoder
+from xdex.modules.fusion import ClassifierFusionNet
+from xdex.text.tokens import TokenizedTexts
+from xdex.train import Trainer, TrainerConfig
+from xdex.train.optim import OptimConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AuxConfig:
+    """DEXA Module I: auxiliary vectors shared by clusters of labels (the ``aux`` section of a recipe)."""
+
+    clusters: int | None = None  # K, a power of two; None: from labels_per_cluster
+    labels_per_cluster: float = 8.0  # K ≈ L / this (DEXA's advice: K between L/40 and L/2)
+    head_threshold: int = 0  # head label partitioning: labels with this many training points get their own (0: off)
+    clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
+    recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed; Adam moments carry over)
+    lr: float | None = None  # learning rate of the vectors (SparseAdam, no weight decay); None: optim.lr_sparse
+
+
+@dataclass
+class ClassifierConfig:
+    """DEXA Module II: per-label classifiers on the frozen encoder (the ``classifiers`` section)."""
+
+    epochs: int = 10
+    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per document and step
+    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
+    shortlist_size: int = 100  # hard negatives kept per document (index over ẑ, positives removed)
+    lr: float = 0.01  # SparseAdam learning rate of the classifiers
+    fusion: float | None = None  # α of the fused score; None: chosen on the validation split (0.5 without one)
+
+
+def num_clusters(config: AuxConfig, n_labels: int) -> int:
+    return config.clusters if config.clusters is not None else clusters_for_ratio(n_labels, config.labels_per_cluster)
+
+
+def build_aux(
+    config: AuxConfig, net: torch.nn.Module, queries: TokenizedTexts, labels: TokenizedTexts,
+    train_labels: sp.csr_matrix, embed_batch_size: int, seed: int,
+) -> tuple[AuxiliaryVectors, callable]:
+    """Cluster the labels with the initial network's embeddings and make the (zero) auxiliary vectors.
+
+    Returns the vectors and the re-clustering function used for dynamic clusters.
+    """
+    k = num_clusters(config, train_labels.shape[1])
+    docs = net.embed(queries, embed_batch_size).numpy() if config.clustering == "centroids" else None
+
+    def assign(z: np.ndarray) -> np.ndarray:
+        return cluster_labels(z, train_labels, k, config.head_threshold, config.clustering, docs, seed)
+
+    assignment = assign(net.embed(labels, embed_batch_size).numpy())
+    aux = AuxiliaryVectors(assignment, net.dim)
+    log.info("auxiliary vectors: %d clusters for %d labels", aux.num_clusters, train_labels.shape[1])
+    return aux, assign
+
+
+def train_classifiers(
+    net: DualEncoder,
+    aux: AuxiliaryVectors | None,
+    queries: TokenizedTexts,
+    labels: TokenizedTexts,
+    train_labels: sp.csr_matrix,
+    config: ClassifierConfig,
+    trainer_config: TrainerConfig,
+    workdir: Path,
+    embed_batch_size: int,
+    validation: tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None] | None = None,
+    resume: bool = False,
+) -> ClassifierFusionNet:
+    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6), then fused."""
+    if not isinstance(net, DualEncoder):
+        raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
+    x = net.embed(queries, embed_batch_size)
+    z = net.embed(labels, embed_batch_size)
+    z_hat = z if aux is None else aux.augment_all(z)
+    shortlist = hard_negative_shortlist(x.numpy(), z_hat.numpy(), train_labels, config.shortlist_size)
+    objective = ClassifierObjective(
+        x, z_hat, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
+        config.hard_negatives, shortlist, seed=trainer_config.seed,
+    )
+    stage = dataclasses.replace(
+        trainer_config, epochs=config.epochs, eval_every=max(1, config.epochs),
+        optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
+    )
+    Trainer(objective, stage, workdir).fit(resume=resume)
+    w = objective.model.classifiers.weight.detach().cpu()
+    alpha = config.fusion
+    if alpha is None and validation is not None:
+        tokens, y_valid, pairs = validation
+        alpha, by_alpha = choose_fusion(net.embed(tokens, embed_batch_size).numpy(), z.numpy(), w.numpy(),
+                                        y_valid, pairs)
+        log.info("fusion weight α = %.1f chosen on validation (%s)", alpha,
+                 ", ".join(f"{a:.1f}: {m:.2f}" for a, m in by_alpha.items()))
+    elif alpha is None:
+        alpha = 0.5
+    return ClassifierFusionNet(net.encoder, z, w, float(alpha))

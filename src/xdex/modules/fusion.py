@@ -1,0 +1,161 @@
+"""A frozen encoder with per-label classifiers and label embeddings fused at search time (DEXA inference).
+
+DEXA ranks labels by the classifier score w_lᵀE(x) combined with the label-similarity score
+E(z_l)ᵀE(x) (Sec. 4, "Inference Pipeline"). Both are inner products with the same query vector
+N(E(x)), so the combination α·w_lᵀx + (1 − α)·E(z_l)ᵀx is one inner product with the fused label
+vector v_l = α·w_l + (1 − α)·E(z_l), and a single index serves it. Search modes: ``"fused"`` (v_l),
+``"de"`` (E(z_l) alone) and ``"clf"`` (w_l alone).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from xdex.atomic import atomic_path
+from xdex.encoders.base import Encoder
+from xdex.encoders.factory import load_encoder
+from xdex.modules.unidec import HEADS_CONFIG, HEADS_WEIGHTS
+from xdex.text.jsonfile import read_json, write_json
+from xdex.text.tokens import TokenizedTexts
+
+FusionMode = Literal["fused", "de", "clf"]
+TABLES = ("label_embeddings", "classifiers")
+
+
+class ClassifierFusionNet(nn.Module):
+    """Encoder E with stored label embeddings Z = [E(z_l)] and classifiers W, fused with weight ``alpha``."""
+
+    search_modes: tuple[str, ...] = ("fused", "de", "clf")
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        label_embeddings: torch.Tensor,
+        classifiers: torch.Tensor,
+        alpha: float,
+        search: FusionMode = "fused",
+    ):
+        super().__init__()
+        z = torch.as_tensor(label_embeddings).detach().float()
+        w = torch.as_tensor(classifiers).detach().float()
+        if z.ndim != 2 or z.shape != w.shape or z.shape[1] != encoder.dim:
+            raise ValueError(f"label embeddings {tuple(z.shape)} and classifiers {tuple(w.shape)} must both be "
+                             f"[L, {encoder.dim}] for a {encoder.dim}-dimensional encoder")
+        self.encoder = encoder
+        self.register_buffer("label_embeddings", z.clone())
+        self.register_buffer("classifiers", w.clone())
+        self.alpha = alpha  # validated by the setter
+        self.search = search  # validated by the setter
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def n_labels(self) -> int:
+        return self.label_embeddings.shape[0]
+
+    @property
+    def alpha(self) -> float:
+        """α, the classifiers' share of the fused score."""
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        if not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"the fusion weight alpha must be in [0, 1], got {value}")
+        self._alpha = float(value)
+
+    @property
+    def search(self) -> str:
+        return self._search
+
+    @search.setter
+    def search(self, mode: str) -> None:
+        if mode not in self.search_modes:
+            raise ValueError(f"search mode must be one of {', '.join(self.search_modes)}, got {mode!r}")
+        self._search = mode
+
+    def forward(self, tokens: TokenizedTexts) -> torch.Tensor:
+        """N(E(x)) of the texts, with the graph."""
+        return F.normalize(self.encoder(tokens).float(), dim=-1)
+
+    # -- search vectors (no graph) ----------------------------------------------------------------
+    @torch.no_grad()
+    def embed(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """N(E(x)) of all texts: eval mode, input order, on the CPU."""
+        return F.normalize(self.encoder.embed(tokens, batch_size=batch_size), dim=-1)
+
+    def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Query-side search vectors: N(E(x)) in every mode."""
+        return self.embed(tokens, batch_size)
+
+    @torch.no_grad()
+    def label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Label-side search vectors (row l = label l): α·w_l + (1 − α)·E(z_l), E(z_l) or w_l by mode.
+
+        The label side is stored, so ``tokens`` (the label texts) only have to match it in number.
+        """
+        if len(tokens) != self.n_labels:
+            raise ValueError(f"{len(tokens)} label texts for {self.n_labels} stored labels")
+        z, w = self.label_embeddings.float().cpu(), self.classifiers.float().cpu()
+        if self.search == "de":
+            return z.clone()
+        if self.search == "clf":
+            return w.clone()
+        return self.alpha * w + (1.0 - self.alpha) * z
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, folder: str | Path) -> None:
+        """Write ``encoder/``, ``heads.json`` and ``heads.safetensors`` into ``folder``."""
+        self.encoder.save(Path(folder) / "encoder")
+        self.save_heads(folder)
+
+    def save_heads(self, folder: str | Path) -> None:
+        """Write ``heads.safetensors`` (Z and W) and ``heads.json`` (type, α, search mode) into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tables = {name: getattr(self, name).detach().float().cpu().contiguous() for name in TABLES}
+        with atomic_path(folder / HEADS_WEIGHTS) as tmp:
+            save_file(tables, str(tmp))
+        write_json(folder / HEADS_CONFIG, {"type": "fusion", "alpha": self.alpha, "search": self.search,
+                                           "n_labels": self.n_labels, "dim": self.dim})
+
+    @classmethod
+    def load(cls, folder: str | Path) -> ClassifierFusionNet:
+        """Read a network written by :meth:`save`."""
+        folder = Path(folder)
+        config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
+        config = read_json(config_path)
+        if not isinstance(config, dict) or config.get("type") != "fusion":
+            raise ValueError(f"{config_path}: expected a JSON object with type 'fusion'")
+        if not weights_path.is_file():
+            raise FileNotFoundError(f"{folder}: no {HEADS_WEIGHTS}")
+        try:
+            tables = load_file(str(weights_path))
+        except SafetensorError as e:
+            raise ValueError(f"{weights_path}: damaged safetensors file ({e})") from None
+        missing = [name for name in TABLES if name not in tables]
+        if missing:
+            raise ValueError(f"{weights_path}: missing table(s) {', '.join(missing)}")
+        try:
+            expected = (int(config["n_labels"]), int(config["dim"]))
+            alpha, search = float(config["alpha"]), str(config["search"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{config_path}: missing or malformed setting ({e})") from None
+        for name in TABLES:
+            if tuple(tables[name].shape) != expected:
+                raise ValueError(f"{weights_path}: table {name} has shape {tuple(tables[name].shape)}, "
+                                 f"{config_path} says {expected}")
+        encoder = load_encoder(folder / "encoder")
+        try:
+            return cls(encoder, tables["label_embeddings"], tables["classifiers"], alpha, search)
+        except ValueError as e:
+            raise ValueError(f"{folder}: the saved fusion heads are inconsistent ({e})") from None
