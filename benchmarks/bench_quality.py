@@ -1,6 +1,6 @@
 """Train the xdex recipes and peer XMC libraries on real datasets and compare their test metrics.
 
-    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec]
+    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec dexa]
         [--peers napkinxc-plt omikuji-parabel] [--set key=value ...] [--recipe-set ngame:key=value ...]
         [--json out.json] [--update-docs]
 
@@ -8,8 +8,9 @@ Every (dataset, method) pair runs in a process of its own, so that its peak memo
 crash loses only that run. All rankings are scored by ``xdex.metrics.evaluate_predictions``: the
 test split's filter pairs are removed from the predictions, propensities use A=0.55, B=1.5.
 The peers read TF-IDF features of the texts (scikit-learn, fitted on the training split only).
-A UniDEC model is also scored with each head alone (UniDEC Table 5): ``unidec-de`` searches with Φ_D only,
-``unidec-clf`` with the normalised classifier head only; ``unidec`` is the concatenation (the model's own search).
+A model with several search modes is also scored in each: ``unidec-de`` / ``unidec-clf`` search with UniDEC's DE
+head or classifier head alone (UniDEC Table 5; ``unidec`` is their concatenation, the model's own search), and
+``dexa-de`` / ``dexa-clf`` with DEXA's Module I label embeddings or Module II classifiers alone (``dexa`` fuses them).
 The -aux datasets have the same documents and labels as their base dataset and are not run by default.
 """
 
@@ -46,7 +47,7 @@ log = logging.getLogger("bench_quality")
 SECTION = "## Quality on the shared datasets"
 DATA_ROOT = Path(os.environ.get("XDEX_DATA_ROOT", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
-RECIPES = ("ngame", "dexml", "depsl", "unidec")
+RECIPES = ("ngame", "dexml", "depsl", "unidec", "dexa")
 PEERS = ("napkinxc-plt", "omikuji-parabel")
 COLUMNS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5")
 PROPENSITY = (0.55, 1.5)
@@ -111,7 +112,7 @@ def omikuji_parabel(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, f
 
 def xdex_recipe(method: str, overrides: list[str]) -> Fit:
     """A trainer for the packaged CPU recipe ``method`` with ``overrides``; returns ({name: ranking}, train
-    seconds), with the single-head searches of a model with classifiers as ``METHOD-de`` and ``METHOD-clf``."""
+    seconds), with the model's other search modes as ``METHOD-MODE`` (e.g. ``unidec-de``)."""
 
     def run(dataset: Dataset, k: int, workdir: Path) -> tuple[dict[str, Ranking], float]:
         from xdex.methods.recipe import load_recipe, train
@@ -122,8 +123,8 @@ def xdex_recipe(method: str, overrides: list[str]) -> Fit:
         model = train(dataset, config, workdir / "model")
         seconds = time.perf_counter() - start
         rankings = {method: model.predict(dataset.test.texts, k)}
-        if config.heads is not None and config.heads.classifier:
-            for mode in ("de", "clf"):
+        for mode in model.net.search_modes:
+            if mode != model.search:
                 rankings[f"{method}-{mode}"] = model.with_search(mode).predict(dataset.test.texts, k)
         return rankings, seconds
 
@@ -246,7 +247,9 @@ def report(command: str, records: list[dict], load: float, args: argparse.Namesp
         "they move by a few tenths of a point between runs.",
         "PECOS is not run: libpecos needs numpy < 2.",
         "unidec-de and unidec-clf are the unidec model searched with one head alone (UniDEC Table 5: the DE "
-        "head Φ_D, the normalised classifier head N(Φ_C) against N(Ψ)); same training run, same train s and peak MB.",
+        "head Φ_D, the normalised classifier head N(Φ_C) against N(Ψ)); dexa-de and dexa-clf are the dexa model "
+        "searched with its Module I label embeddings alone and its Module II classifiers alone (dexa fuses the "
+        "two scores with the weight chosen on validation); same training run, same train s and peak MB.",
         "train s: wall seconds from the texts to a trained model (xdex: tokenizer, training with validation, "
         "label index; peers: TF-IDF and training).",
         "peak MB: peak resident memory of the run's own process, prediction and evaluation included.",

@@ -36,8 +36,6 @@ HEADS_WEIGHTS = "heads.safetensors"
 class UniDECNet(nn.Module):
     """Encoder Φ with the DE head g1 and, when ``n_labels`` is given, the CLF head g2 and classifiers Ψ."""
 
-    search_modes = SEARCH_MODES
-
     def __init__(
         self,
         encoder: Encoder,
@@ -73,6 +71,11 @@ class UniDECNet(nn.Module):
     @property
     def has_classifier(self) -> bool:
         return self.classifier is not None
+
+    @property
+    def search_modes(self) -> tuple[str, ...]:
+        """The modes this network can search with: all three with classifiers, else ``"de"``."""
+        return SEARCH_MODES if self.has_classifier else ("de",)
 
     @property
     def search(self) -> str:
