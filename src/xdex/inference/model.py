@@ -8,7 +8,8 @@ Layout::
       encoder/               encoder.json, safetensors weights, tokenizer
       heads.json, heads.safetensors   UniDEC / DePSL heads, or DEXA's classifiers (absent for a plain dual encoder)
       labels.jsonl           label ids and texts (row i = label i)
-      label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation, DEXA's fused vectors)
+      label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation,
+                             DEXA's fused vectors)
       index/                 the search index over the label embeddings
 """
 

@@ -22,7 +22,6 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex.index import ExactIndex
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
@@ -31,7 +30,6 @@ from xdex.sampling import Batch, HardNegatives, QueryBatcher, build_batch
 log = logging.getLogger(__name__)
 
 FUSION_GRID: tuple[float, ...] = tuple(i / 10 for i in range(11))
-MAX_POSITIVES_SKIPPED = 64  # positives searched past when mining, at most (as the dual-encoder refresh)
 
 
 class ClassifierObjective:
@@ -157,18 +155,7 @@ def hard_negative_shortlist(
 ) -> np.ndarray:
     """N̂_i of Eq. 6: the ``size`` labels of highest inner product with each document, its positives
     removed (``[N, size]``, best first, ``-1``-padded), by exact search over ``label_vectors`` (ẑ)."""
-    q = np.ascontiguousarray(doc_embeddings, dtype=np.float32)
-    z = np.ascontiguousarray(label_vectors, dtype=np.float32)
-    y = sp.csr_matrix(train_labels)
-    if size < 1:
-        raise ValueError(f"the shortlist size must be positive, got {size}")
-    if q.ndim != 2 or z.ndim != 2 or q.shape[1] != z.shape[1] or y.shape != (len(q), len(z)):
-        raise ValueError(f"documents {q.shape} and labels {z.shape} do not fit a {y.shape} label matrix")
-    index = ExactIndex(z.shape[1], metric="ip")
-    index.add(z)
-    max_pos = int(np.diff(y.indptr).max(initial=0))
-    _, ids = index.search(q, min(len(z), size + min(max_pos, MAX_POSITIVES_SKIPPED)))
-    return HardNegatives.from_search(ids, y, size).shortlist
+    return HardNegatives.mine(doc_embeddings, label_vectors, train_labels, size).shortlist
 
 
 def choose_fusion(

@@ -42,7 +42,7 @@ class AuxConfig:
     labels_per_cluster: float = 8.0  # K ≈ L / this (DEXA's advice: K between L/40 and L/2)
     head_threshold: int = 0  # head label partitioning: labels with this many training points get their own (0: off)
     clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
-    recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed; Adam moments carry over)
+    recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed); moments carry over
     lr: float | None = None  # learning rate of the vectors (SparseAdam, no weight decay); None: optim.lr_sparse
 
 
@@ -113,7 +113,7 @@ def train_classifiers(
         optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
     )
     Trainer(objective, stage, workdir).fit(resume=resume)
-    w = objective.model.classifiers.weight.detach().cpu()
+    w = objective.weights()
     alpha = config.fusion
     if alpha is None and validation is not None:
         tokens, y_valid, pairs = validation

@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from xdex.cluster import balanced_kmeans, clusters_to_lists
-from xdex.index import ExactIndex
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.sampling import Batch, ClusterSchedule, HardNegatives, QueryBatcher, build_batch
@@ -164,11 +163,7 @@ class DualEncoderObjective:
         if self.cfg.hard_negatives > 0:
             size = self.cfg.shortlist_size or self.cfg.hard_negatives * self.cfg.refresh_every
             z = (z if self.aux is None else self.aux.augment_all(z)).numpy()
-            index = ExactIndex(z.shape[1], metric="ip")
-            index.add(z)
-            max_pos = int(np.diff(self.y.indptr).max(initial=0))
-            _, ids = index.search(q, min(len(z), size + min(max_pos, 64)))
-            self.negatives = HardNegatives.from_search(ids, self.y, size)
+            self.negatives = HardNegatives.mine(q, z, self.y, size)
             log.info("refresh %d: hard-negative shortlists of %d labels", r, size)
 
 

@@ -10,12 +10,34 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from xdex.index import ExactIndex
+
+MAX_POSITIVES_SKIPPED = 64  # positives a search looks past, at most, to fill a shortlist
+
 
 class HardNegatives:
     """Per-query shortlists of hard negatives, ``-1``-padded, best first."""
 
     def __init__(self, shortlist: np.ndarray):
         self.shortlist = np.asarray(shortlist, dtype=np.int64)
+
+    @classmethod
+    def mine(
+        cls, query_vectors: np.ndarray, label_vectors: np.ndarray, labels: sp.csr_matrix, shortlist_size: int
+    ) -> HardNegatives:
+        """Shortlists from an exact inner-product search of ``label_vectors`` for every query vector."""
+        q = np.ascontiguousarray(query_vectors, dtype=np.float32)
+        z = np.ascontiguousarray(label_vectors, dtype=np.float32)
+        y = sp.csr_matrix(labels)
+        if shortlist_size < 1:
+            raise ValueError(f"the shortlist size must be positive, got {shortlist_size}")
+        if q.ndim != 2 or z.ndim != 2 or q.shape[1] != z.shape[1] or y.shape != (len(q), len(z)):
+            raise ValueError(f"queries {q.shape} and labels {z.shape} do not fit a {y.shape} label matrix")
+        index = ExactIndex(z.shape[1], metric="ip")
+        index.add(z)
+        max_pos = int(np.diff(y.indptr).max(initial=0))
+        _, ids = index.search(q, min(len(z), shortlist_size + min(max_pos, MAX_POSITIVES_SKIPPED)))
+        return cls.from_search(ids, y, shortlist_size)
 
     @classmethod
     def from_search(cls, search_ids: np.ndarray, labels: sp.csr_matrix, shortlist_size: int) -> HardNegatives:
