@@ -161,3 +161,19 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     check_run_config(path, load_recipe("ngame", overrides=["trainer.progress=false"]), resume=True)
     with pytest.raises(ValueError, match=r"sampling\.batch_size, trainer\.epochs"):
         check_run_config(path, load_recipe("ngame", overrides=["trainer.epochs=3", "sampling.batch_size=8"]), True)
+
+
+def test_documents_without_labels_are_left_out_of_training():
+    import scipy.sparse as sp
+
+    from xdex.data.dataset import Split
+    from xdex.methods.recipe import split_validation
+
+    # rows 1 and 3 have no label
+    y = sp.csr_matrix(np.array([[1, 0], [0, 0], [0, 1], [0, 0], [1, 1], [0, 1]], dtype=np.float32))
+    split = Split([str(i) for i in range(6)], ["t"] * 6, y)
+    train_rows, valid_rows = split_validation(split, size=0, seed=0)
+    assert train_rows.tolist() == [0, 2, 4, 5] and valid_rows.tolist() == []
+    train_rows, valid_rows = split_validation(split, size=5, seed=0)  # at most a fifth of the labelled rows
+    assert len(valid_rows) == 0 or set(valid_rows) <= {0, 2, 4, 5}
+    assert not set(train_rows) & set(valid_rows) and set(train_rows) | set(valid_rows) == {0, 2, 4, 5}

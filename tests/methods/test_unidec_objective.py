@@ -3,7 +3,7 @@
 The reference losses below are written from the paper's formulas (Sec. 3.1-3.2), with plain loops in
 float64 and the heads recomputed from their weights:
 
-    PAL-N (PSL)  ℓ_i = −1/|P_i^B| Σ_{p ∈ P_i^B} log( e^{s_ip/τ} / Σ_{l ∈ L_B} e^{s_il/τ} ),  averaged over queries
+    PAL-N (PSL)  ℓ_i = −1/|P_i^B| Σ_{p ∈ P_i^B} log( e^{s_ip/τ} / Σ_{l ∈ L_B} e^{s_il/τ} ), mean over queries
     L_D = λ_D · q2l(S_D) + (1 − λ_D) · l2q(S_Dᵀ),   S_D = Φ_D(x)·Φ_D(z)ᵀ
     L_C = λ_C · q2l(S_C) + (1 − λ_C) · l2q(S_Cᵀ),   S_C = Φ_C(x)·Ψᵀ
     L   = λ · L_D + (1 − λ) · L_C
@@ -74,8 +74,9 @@ def make_objective(tokenizer, query_texts, y, *, beta=1, eta=0, shortlist=None, 
     clf_loss = build_loss("symmetric", q2l={"name": "paln", "temperature": TAU_C}, lam=LAM_C) if classifiers else None
     cfg = SamplingConfig(**{"batch_size": y.shape[0], "beta": beta, "hard_negatives": eta, "clustered": False,
                             "first_refresh": 10**6, **(sampling or {})})
-    obj = UniDECObjective(net, de_loss, encoder.tokenize(query_texts), encoder.tokenize(label_texts(y.shape[1])), y, cfg,
-                          HeadsConfig(dim=3, classifier=classifiers, **heads), clf_loss, seed=0)
+    queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts(y.shape[1]))
+    obj = UniDECObjective(net, de_loss, queries, labels, y, cfg, HeadsConfig(dim=3, classifier=classifiers, **heads),
+                          clf_loss, seed=0)
     if shortlist is not None:
         obj.negatives = HardNegatives(np.asarray(shortlist))
     obj.start_epoch(0)
@@ -112,7 +113,8 @@ def heads_by_hand(obj, texts_q, pool):
     net = obj.net
     with torch.no_grad():
         phi_q = net.encoder(net.encoder.tokenize(texts_q)).double().numpy()
-        phi_z = net.encoder(net.encoder.tokenize([label_texts(6)[l] for l in pool])).double().numpy()
+        texts_z = label_texts(obj.y.shape[1])
+        phi_z = net.encoder(net.encoder.tokenize([texts_z[l] for l in pool])).double().numpy()
         w1, b1 = (t.double().numpy() for t in (net.de_head[0].weight, net.de_head[0].bias))
 
         def de(phi):

@@ -93,12 +93,13 @@ def load_recipe(method: str, path: str | Path | None = None, overrides: list[str
 
 
 def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row ids (training, validation): ``size`` random labelled documents held out for model selection."""
+    """Row ids (training, validation): ``size`` random labelled documents held out for model selection; the
+    other labelled documents train (documents without labels are left out)."""
     labelled = np.flatnonzero(np.diff(train.labels.indptr) > 0)
     size = min(size, len(labelled) // 5)
     rng = np.random.default_rng([seed, 17])
     valid = np.sort(rng.choice(labelled, size=size, replace=False)) if size > 0 else np.zeros(0, np.int64)
-    keep = np.setdiff1d(np.arange(len(train)), valid)
+    keep = np.setdiff1d(labelled, valid)  # a document without labels has no positive to train on
     return keep, valid
 
 
@@ -202,6 +203,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
+    if len(train_rows) == 0:
+        raise ValueError(f"{dataset.name}: no training document has a label; there is nothing to train on")
     y_all = dataset.train.labels
     y_train = y_all[train_rows]
     query_texts = [dataset.train.texts[i] for i in train_rows]

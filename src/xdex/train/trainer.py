@@ -151,8 +151,10 @@ class Trainer:
         }
         if self.evaluate is not None and ((epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs):
             self.model.eval()
+            threads = torch.get_num_threads()
             with torch.no_grad():
                 metrics = self.evaluate()
+            torch.set_num_threads(threads)  # numba's parallel metric kernels can change torch's thread count
             record["valid"] = metrics
             score = metrics[self.cfg.select_metric]
             if score > self.best_score:
