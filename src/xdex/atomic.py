@@ -28,9 +28,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the user's usual permissions
     try:
         yield Path(tmp)
+        # mkstemp creates 0600, and a writer may have recreated the file: give it the user's usual permissions
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

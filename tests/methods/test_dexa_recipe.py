@@ -9,13 +9,11 @@ cluster k, ẑ_l = N(E(z_l) + a_{C(l)}) the augmented label embedding (Eq. 5), w
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 from safetensors.numpy import load_file
 from torch import nn
 from typer.testing import CliRunner
@@ -122,10 +120,10 @@ def test_the_loss_sees_plain_queries_and_augmented_labels_and_a_gets_gradient_on
     torch.testing.assert_close(scores, q @ z_hat.T, rtol=1e-5, atol=1e-6)
     grad = obj.aux.vectors.weight.grad
     assert grad.is_sparse
-    grad = grad.coalesce().to_dense()
+    grad = grad.coalesce()
     # labels 0, 1 -> cluster 0 and label 2 -> cluster 1; clusters 2 and 3 are not in the pool
-    assert grad.norm(dim=1).nonzero().flatten().tolist() == [0, 1]
-    assert sorted(set(obj.aux.vectors.weight.grad.coalesce().indices()[0].tolist())) == [0, 1]
+    assert grad.indices()[0].tolist() == [0, 1]
+    assert bool((grad.values().norm(dim=1) > 0).all())
 
 
 def test_with_zero_auxiliary_vectors_the_loss_is_the_plain_objectives():
@@ -171,19 +169,24 @@ def spy_on_reclustering(obj: DualEncoderObjective, epochs: int) -> list[tuple[in
     return calls
 
 
-def test_dynamic_clusters_are_recomputed_every_second_refresh_from_the_label_embeddings_and_keep_k():
-    ds = tiny_dataset(64)
+def reclustering_objective(n: int, recluster_every: int, **sampling) -> DualEncoderObjective:
+    """An objective with K = 4 clusters from :func:`build_aux` and its re-cluster function."""
+    ds = tiny_dataset(n)
     net = tiny_net(ds)
-    labels = tokens(net, ds.labels.texts)
-    aux, assign = build_aux(AuxConfig(clusters=4), net, tokens(net, ds.train.texts), labels, ds.train.labels, 64, 0)
-    sampling = SamplingConfig(batch_size=16, first_refresh=1, refresh_every=2, cluster_size=8)
-    obj = DualEncoderObjective(net, build_loss("softmax"), tokens(net, ds.train.texts), labels, ds.train.labels,
-                               sampling, aux=aux, recluster=assign, recluster_every=2)
+    queries, labels = tokens(net, ds.train.texts), tokens(net, ds.labels.texts)
+    aux, assign = build_aux(AuxConfig(clusters=4), net, queries, labels, ds.train.labels, 64, 0)
+    return DualEncoderObjective(net, build_loss("softmax"), queries, labels, ds.train.labels,
+                                SamplingConfig(batch_size=16, **sampling), aux=aux, recluster=assign,
+                                recluster_every=recluster_every)
+
+
+def test_dynamic_clusters_are_recomputed_every_second_refresh_from_the_label_embeddings_and_keep_k():
+    obj = reclustering_objective(64, 2, first_refresh=1, refresh_every=2, cluster_size=8)
     before = obj.aux.assignment.clone()
     calls = spy_on_reclustering(obj, 10)
     # refreshes r = 0..4 at epochs 1, 3, 5, 7, 9; re-clustering at r = 2 and r = 4 (every second, not the first)
     assert [epoch for epoch, _ in calls] == [5, 9]
-    z = net.embed(labels).numpy()  # the plain label embeddings, no auxiliary vectors
+    z = obj.net.embed(obj.labels).numpy()  # the plain label embeddings, no auxiliary vectors
     for _, seen in calls:
         np.testing.assert_array_equal(seen, z)
     assert obj.aux.num_clusters == 4
@@ -192,13 +195,7 @@ def test_dynamic_clusters_are_recomputed_every_second_refresh_from_the_label_emb
 
 
 def test_dynamic_clusters_are_recomputed_at_refresh_epochs_without_query_clusters_or_hard_negatives():
-    ds = tiny_dataset(32)
-    net = tiny_net(ds)
-    labels = tokens(net, ds.labels.texts)
-    aux, assign = build_aux(AuxConfig(clusters=4), net, tokens(net, ds.train.texts), labels, ds.train.labels, 64, 0)
-    sampling = SamplingConfig(batch_size=16, first_refresh=0, refresh_every=1, clustered=False, hard_negatives=0)
-    obj = DualEncoderObjective(net, build_loss("softmax"), tokens(net, ds.train.texts), labels, ds.train.labels,
-                               sampling, aux=aux, recluster=assign, recluster_every=1)
+    obj = reclustering_objective(32, 1, first_refresh=0, refresh_every=1, clustered=False, hard_negatives=0)
     calls = spy_on_reclustering(obj, 3)
     assert [epoch for epoch, _ in calls] == [1, 2]  # refreshes r = 1, 2; aux.recluster_every=1 must not be ignored
 
@@ -234,7 +231,7 @@ def test_a_resumed_run_restores_the_assignment_and_the_vectors(tmp_path):
     real, calls = killed.recluster, []
 
     def dies_on_second_call(z):
-        calls.append(len(calls))
+        calls.append(z)
         if len(calls) == 2:
             raise Killed
         return real(z)
@@ -249,6 +246,7 @@ def test_a_resumed_run_restores_the_assignment_and_the_vectors(tmp_path):
     torch.testing.assert_close(saved["model"]["aux.vectors.weight"], killed.aux.vectors.weight.detach())
 
     resumed = build()  # starts from the initial clusters and zero vectors ...
+    assert torch.equal(resumed.aux.assignment, initial) and not resumed.aux.vectors.weight.any()
     Trainer(resumed, trainer_settings(cfg), tmp_path / "killed").fit(resume=True)
     full = build()
     Trainer(full, trainer_settings(cfg), tmp_path / "full").fit()
@@ -390,8 +388,11 @@ def test_fused_dexa_beats_label_popularity_by_far_on_the_demo(demo, fused_demo):
     ids, scores = PopularityBaseline().fit(demo.train.labels).predict(len(demo.test), 50)
     baseline = evaluate_predictions(Ranking(ids, scores), demo)["P@1"]
     fused = evaluate_predictions(model.predict(demo.test.texts, 50), demo)["P@1"]
+    de = evaluate_predictions(model.with_search("de").predict(demo.test.texts, 50), demo)["P@1"]
     assert baseline == pytest.approx(15.11, abs=0.01)
-    assert fused > 2.5 * baseline  # measured 50.5 after 2 + 2 epochs at dimension 64
+    # measured with seeds 0, 1, 2: fused 50.5, 52.2, 51.6 and the embeddings alone 40.8, 39.9, 40.2
+    assert fused > 2.5 * baseline
+    assert fused > de  # Module II and the fusion add to Module I's embeddings
 
 
 # -- 7. the aux section on other recipes ----------------------------------------------------------------------

@@ -33,8 +33,8 @@ from xdex.metrics.evaluation import filtered, require_test
 logger = logging.getLogger(__name__)
 
 DATA_HELP = "Dataset folder (any supported layout), or 'demo' for the bundled dataset."
-SEARCH_HELP = ("UniDEC models: search with both heads (concat, the default), the DE head alone (de) "
-               "or the classifiers alone (clf).")
+SEARCH_HELP = ("Search with one part of the model: de (label embeddings alone) or clf (classifiers alone); "
+               "the default is the model's own: concat for UniDEC (both heads), fused for DEXA.")
 
 
 def parse_ks(text: str, option: str) -> list[int]:

@@ -79,7 +79,7 @@ def build_aux(
         return cluster_labels(z, train_labels, k, config.head_threshold, config.clustering, docs, seed)
 
     assignment = assign(net.embed(labels, embed_batch_size).numpy())
-    aux = AuxiliaryVectors(assignment, net.dim)
+    aux = AuxiliaryVectors(assignment, net.dim, num_clusters=k)
     log.info("auxiliary vectors: %d clusters for %d labels", aux.num_clusters, train_labels.shape[1])
     return aux, assign
 

@@ -99,7 +99,8 @@ class DualEncoderObjective:
 
     def start_epoch(self, epoch: int) -> None:
         self._pool_sizes, self._in_pool = [], []
-        if (self.cfg.clustered or self.cfg.hard_negatives) and self.is_refresh_epoch(epoch):
+        reclusters = self.aux is not None and self.recluster is not None and self.recluster_every > 0
+        if (self.cfg.clustered or self.cfg.hard_negatives or reclusters) and self.is_refresh_epoch(epoch):
             self.refresh((epoch - self.cfg.first_refresh) // self.cfg.refresh_every)
 
     def batches(self, epoch: int) -> list[tuple[int, int, np.ndarray]]:

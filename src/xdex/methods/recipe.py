@@ -198,6 +198,9 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     if (out / MARKER).exists():
         done = "its training finished, there is nothing to resume" if resume else "choose another --out"
         raise FileExistsError(f"{out} already holds a trained model; {done}")
+    if config.classifiers is not None and config.heads is not None:
+        raise ValueError("a `classifiers` section (DEXA Module II) needs a plain dual encoder; this recipe has "
+                         "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
     check_run_config(workdir / "config.yaml", config, resume)
     seed = config.trainer.seed
     torch.manual_seed(seed)

@@ -22,13 +22,20 @@ class AuxiliaryVectors(nn.Module):
     it is saved and restored with the state dict.
     """
 
-    def __init__(self, assignment: np.ndarray | torch.Tensor, dim: int, sparse: bool = True):
+    def __init__(
+        self, assignment: np.ndarray | torch.Tensor, dim: int, sparse: bool = True, num_clusters: int | None = None
+    ):
+        """``num_clusters``: rows of the table (default: the largest id + 1), so that re-clustering into ids an
+        initial clustering left empty never has to grow it."""
         super().__init__()
         if dim < 1:
             raise ValueError(f"the auxiliary vector dimension must be positive, got {dim}")
         ids = _as_assignment(assignment)
+        rows = int(ids.max()) + 1 if num_clusters is None else int(num_clusters)
+        if rows <= int(ids.max()):
+            raise ValueError(f"num_clusters is {rows} but the assignment uses cluster id {int(ids.max())}")
         self.register_buffer("assignment", ids)
-        self.vectors = nn.Embedding(int(ids.max()) + 1, dim, sparse=sparse)
+        self.vectors = nn.Embedding(rows, dim, sparse=sparse)
         nn.init.zeros_(self.vectors.weight)
 
     @property

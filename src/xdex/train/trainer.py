@@ -123,6 +123,7 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.objective.start_epoch(epoch)
+        self._drop_stale_optimizer_state()
         batches = self.objective.batches(epoch)
         losses = []
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.cfg.progress,
@@ -163,6 +164,13 @@ class Trainer:
         self.history.append(record)
         log.info("epoch %d: %s", epoch + 1, json.dumps(record))
         self._save_checkpoint(epoch)
+
+    def _drop_stale_optimizer_state(self) -> None:
+        """Forget the moments of a parameter a refresh hook resized (e.g. DEXA's re-clustered auxiliary table)."""
+        for opt in self.optimizers:
+            for p in [p for p, st in opt.state.items()
+                      if any(torch.is_tensor(v) and v.ndim == p.ndim and v.shape != p.shape for v in st.values())]:
+                del opt.state[p]
 
     # -- checkpoints -------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int) -> None:
