@@ -8,7 +8,7 @@ and head threshold h (``aux.labels_per_cluster=r aux.head_threshold=h``; K = L/r
 so r = 64 ... 2 spans the paper's K = L/64 ... L/2), each in a process of its own
 (``bench_quality.run_isolated``) and scored like the quality benchmark. ``dexa-de`` searches with the label
 embeddings of the encoder that Module I trains with the auxiliary vectors A (Eq. 5); ``dexa`` fuses them with
-Module II's classifiers (Eq. 6). NGAME is DEXA with K = 0 (Fig. 3): same encoder, same schedule.
+Module II's classifiers (Eq. 6). NGAME is DEXA's Module I with K = 0 (Fig. 3): same encoder, same schedule.
 
 Overheads (Table 8): on the first dataset, NGAME and DEXA at the smallest and the largest K (HLP off) train
 again in this process, to time Module I's epochs and to measure the model directories and their prediction
@@ -234,10 +234,10 @@ def overhead_verdict(rows: list[dict]) -> str:
     small, large = dexa[0], dexa[-1]
     grown = large["model_bytes"] - small["model_bytes"]
     added = large["a_bytes"] - small["a_bytes"]
-    holds = "does not depend on K: the model holds no A" if abs(grown) * 100 < added else "grows with K"
+    holds = "does not depend on K and the model holds no A" if abs(grown) * 100 < added else "grows with K"
     return (f"From K={small['clusters']} to K={large['clusters']} A grows by {added:,} bytes and the model directory "
-            f"by {grown:+,} bytes: its size {holds}. Prediction on the test "
-            f"texts takes {small['predict_s']:.2f} s and {large['predict_s']:.2f} s.")
+            f"by {grown:+,} bytes, so its size {holds}. Prediction on the test texts takes "
+            f"{small['predict_s']:.2f} s and {large['predict_s']:.2f} s.")
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -249,12 +249,13 @@ def report(command: str, runs: list[dict], costs: list[dict], cost_dataset: str,
         "Metrics in percent on each test split, scored by `xdex.metrics.evaluate_predictions` (filter pairs removed, "
         f"propensities A={PROPENSITY[0]}, B={PROPENSITY[1]}); each run holds out `data.validation_size` training "
         "documents to choose its best epoch and, for dexa, the fusion weight.",
-        "ngame and dexa are the packaged CPU recipes, with the same encoder and schedule; NGAME is DEXA without "
-        "auxiliary vectors (K = 0 in DEXA Fig. 3).",
+        "ngame and dexa are the packaged CPU recipes, with the same encoder and schedule: NGAME is DEXA's Module I "
+        "without auxiliary vectors (K = 0 in DEXA Fig. 3).",
         "r: `aux.labels_per_cluster`; K: auxiliary vectors trained, L/r rounded to a power of two "
-        "(`xdex.cluster.clusters_for_ratio`); with head label partitioning (HLP h, `aux.head_threshold`) the labels "
-        "with at least h training points get private vectors and the others share 2^⌊log2(K − head)⌋, so K is "
-        "head + 2^⌊log2(K − head)⌋. A MB: size of the auxiliary vectors A, K × d × 4 bytes.",
+        "(`xdex.cluster.clusters_for_ratio`). With head label partitioning (HLP h, `aux.head_threshold`) the "
+        "labels with at least h training points get a vector each and the other labels share "
+        "2^⌊log2(K₀ − head)⌋ vectors, K₀ = L/r rounded as above; K counts both. A MB: size of the auxiliary "
+        "vectors A, K × d × 4 bytes (d: the encoder's dimension).",
         "I: searched with Module I's label embeddings alone (dexa-de; NGAME's own search); fused: Module I's and "
         "Module II's scores fused (dexa, the model's own search).",
         "train s: wall seconds from the texts to a trained model, Module II's classifiers included for dexa; "

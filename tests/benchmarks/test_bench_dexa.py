@@ -24,7 +24,8 @@ def bench():
 
 @pytest.fixture(scope="module")
 def dataset():
-    """16 labels; labels 0, 1, 2 have 3, 4 and 5 training points, every other label 1."""
+    """16 labels; labels 0, 1, 2 have 3, 4 and 5 training points, every other label 1; a label with n points is on
+    documents 0 .. n-1, so documents 0-4 are labelled and 5-12 are not."""
     points = [3, 4, 5] + [1] * 13
     rows = [(i, label) for label, n in enumerate(points) for i in range(n)]
     r, c = np.array(rows).T
@@ -52,6 +53,26 @@ def test_aux_setting_with_too_many_head_labels(bench, dataset):
     # r = 8: K = 2 clusters, 3 head labels leave none for the others
     setting = bench.aux_setting(dataset, bench.dexa_config(8, 3, NO_VALIDATION))
     assert (setting["budget"], setting["head"], setting["clusters"], setting["a_bytes"]) == (2, 3, 0, 0)
+
+
+def test_sweep_runs_ngame_then_each_setting(bench, dataset, monkeypatch):
+    calls = []
+
+    def fake_run(path, method, overrides):
+        calls.append((method, overrides))
+        return [{"dataset": path.name, "method": method, "metrics": metrics(10.0), "train_s": 1.0, "peak_mb": 1.0}]
+
+    monkeypatch.setattr(bench, "run_isolated", fake_run)
+    runs = bench.sweep(Path("toy"), dataset, [4.0, 8.0], [0, 2])
+    # the recipe holds out one of the 5 labelled documents: labels 0, 1, 2 keep >= 2 training points, the others
+    # <= 1, so h = 2 gives 3 head labels; they fit in K = 4 (r = 4) but not in K = 2 (r = 8)
+    assert calls == [("ngame", []), ("dexa", ["aux.labels_per_cluster=4", "aux.head_threshold=0"]),
+                     ("dexa", ["aux.labels_per_cluster=4", "aux.head_threshold=2"]),
+                     ("dexa", ["aux.labels_per_cluster=8", "aux.head_threshold=0"])]
+    assert [(r["recipe"], r.get("ratio"), r.get("hlp")) for r in runs] == [
+        ("ngame", None, None), ("dexa", 4.0, 0), ("dexa", 4.0, 2), ("dexa", 8.0, 0), ("dexa", 8.0, 2)]
+    assert runs[2]["head"] == 3 and runs[2]["clusters"] == 3 + 1  # 3 + 2^floor(log2(4 - 3))
+    assert "head labels leave none of the K=2 clusters" in bench.error(runs[-1])
 
 
 def metrics(p1: float) -> dict:
@@ -114,7 +135,7 @@ def test_overhead_verdict(bench):
     # A grows by 4,194,304 - 131,072 = 4,063,232 bytes; 3 bytes more is no A
     same = bench.overhead_verdict(costs(30_000_000, 30_000_003))
     assert "A grows by 4,063,232 bytes and the model directory by +3 bytes" in same
-    assert "does not depend on K" in same
+    assert "does not depend on K and the model holds no A" in same
     assert "grows with K" in bench.overhead_verdict(costs(30_000_000, 34_063_232))
     assert bench.overhead_verdict(costs(1, 1)[:2]) == "One K only: no size comparison."
 
@@ -141,3 +162,22 @@ def test_dir_bytes_and_module_one_seconds(bench, tmp_path):
     assert bench.module_one_seconds(tmp_path) == pytest.approx(3.75)
     with pytest.raises(FileNotFoundError, match="no training log"):
         bench.module_one_seconds(tmp_path / bench.TRAINING)
+
+
+def test_overheads_trains_ngame_and_both_extremes(bench):
+    """A real (tiny) run: 60 training documents, 32 labels; r = 16 gives K = 2, r = 4 K = 8, r = 2 K = 16."""
+    def split(n: int, seed: int) -> Split:
+        y = sp.random(n, 32, density=0.08, random_state=seed, format="csr")
+        y = y + sp.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) % 32)), shape=(n, 32))
+        y.data[:] = 1
+        texts = [" ".join(f"word{j}" for j in y[i].indices) for i in range(n)]
+        return Split([f"{seed}-{i}" for i in range(n)], texts, y)
+
+    labels = Catalogue([f"l{j}" for j in range(32)], [f"word{j} title" for j in range(32)])
+    rows = bench.overheads(Dataset("toy", split(60, 1), labels, test=split(20, 2)), [16.0, 4.0, 2.0])
+    assert [(r["recipe"], r["clusters"], r["a_bytes"]) for r in rows] == [
+        ("ngame", 0, 0), ("dexa", 2, 2 * 256 * 4), ("dexa", 16, 16 * 256 * 4)]
+    assert all(r["module1_s"] > 0 and r["predict_s"] > 0 and r["n_texts"] == 20 for r in rows)
+    # the model directory does not hold A: 14 more vectors of 1,024 bytes would add 14,336 bytes
+    assert abs(rows[2]["model_bytes"] - rows[1]["model_bytes"]) < 14 * 1024
+    assert rows[1]["model_bytes"] > rows[0]["model_bytes"]  # DEXA's classifiers W, L x d, on top of NGAME's model
