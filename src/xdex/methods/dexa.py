@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -67,7 +68,7 @@ def num_clusters(config: AuxConfig, n_labels: int) -> int:
 def build_aux(
     config: AuxConfig, net: torch.nn.Module, queries: TokenizedTexts, labels: TokenizedTexts,
     train_labels: sp.csr_matrix, embed_batch_size: int, seed: int,
-) -> tuple[AuxiliaryVectors, callable]:
+) -> tuple[AuxiliaryVectors, Callable[[np.ndarray], np.ndarray]]:
     """Cluster the labels with the initial network's embeddings and make the (zero) auxiliary vectors.
 
     Returns the vectors and the re-clustering function used for dynamic clusters.

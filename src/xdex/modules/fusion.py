@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from torch import nn
 
 from xdex.atomic import atomic_path
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
+from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.unidec import HEADS_CONFIG, HEADS_WEIGHTS
 from xdex.text.jsonfile import read_json, write_json
 from xdex.text.tokens import TokenizedTexts
@@ -29,8 +28,11 @@ FusionMode = Literal["fused", "de", "clf"]
 TABLES = ("label_embeddings", "classifiers")
 
 
-class ClassifierFusionNet(nn.Module):
-    """Encoder E with stored label embeddings Z = [E(z_l)] and classifiers W, fused with weight ``alpha``."""
+class ClassifierFusionNet(DualEncoder):
+    """Encoder E with stored label embeddings Z = [E(z_l)] and classifiers W, fused with weight ``alpha``.
+
+    Queries are embedded as by the :class:`DualEncoder` it extends, N(E(x)); only the label side differs.
+    """
 
     search_modes: tuple[str, ...] = ("fused", "de", "clf")
 
@@ -42,21 +44,16 @@ class ClassifierFusionNet(nn.Module):
         alpha: float,
         search: FusionMode = "fused",
     ):
-        super().__init__()
+        super().__init__(encoder)
         z = torch.as_tensor(label_embeddings).detach().float()
         w = torch.as_tensor(classifiers).detach().float()
         if z.ndim != 2 or z.shape != w.shape or z.shape[1] != encoder.dim:
             raise ValueError(f"label embeddings {tuple(z.shape)} and classifiers {tuple(w.shape)} must both be "
                              f"[L, {encoder.dim}] for a {encoder.dim}-dimensional encoder")
-        self.encoder = encoder
         self.register_buffer("label_embeddings", z.clone())
         self.register_buffer("classifiers", w.clone())
         self.alpha = alpha  # validated by the setter
         self.search = search  # validated by the setter
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
 
     @property
     def n_labels(self) -> int:
@@ -83,20 +80,7 @@ class ClassifierFusionNet(nn.Module):
             raise ValueError(f"search mode must be one of {', '.join(self.search_modes)}, got {mode!r}")
         self._search = mode
 
-    def forward(self, tokens: TokenizedTexts) -> torch.Tensor:
-        """N(E(x)) of the texts, with the graph."""
-        return F.normalize(self.encoder(tokens).float(), dim=-1)
-
     # -- search vectors (no graph) ----------------------------------------------------------------
-    @torch.no_grad()
-    def embed(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
-        """N(E(x)) of all texts: eval mode, input order, on the CPU."""
-        return F.normalize(self.encoder.embed(tokens, batch_size=batch_size), dim=-1)
-
-    def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
-        """Query-side search vectors: N(E(x)) in every mode."""
-        return self.embed(tokens, batch_size)
-
     @torch.no_grad()
     def label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         """Label-side search vectors (row l = label l): α·w_l + (1 − α)·E(z_l), E(z_l) or w_l by mode.
