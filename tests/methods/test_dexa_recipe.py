@@ -431,3 +431,14 @@ def test_classifiers_on_a_recipe_with_heads_are_refused_before_training(method, 
     assert result.exit_code == 1
     assert "plain dual encoder" in str(result.exception or result.output)
     assert not (out / "training" / "metrics.jsonl").exists()  # refused before any epoch ran
+
+
+def test_head_threshold_is_raised_when_head_labels_would_take_more_than_half_the_vectors():
+    from xdex.methods.dexa import head_threshold
+
+    # training points per label: 4, 3, 2, 1
+    y = sp.csr_matrix(np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=np.float32))
+    assert head_threshold(3, y, 4) == 3  # 2 head labels for 4 vectors: kept
+    assert head_threshold(2, y, 4) == 3  # 3 head labels > 4 / 2: only labels with >= 3 points stay heads
+    assert head_threshold(2, y, 2) == 4  # 1 head label (4 points) for 2 vectors
+    assert head_threshold(0, y, 4) == 0 and head_threshold(5, y, 1) == 0  # off, or no room for a head label

@@ -65,6 +65,20 @@ def num_clusters(config: AuxConfig, n_labels: int) -> int:
     return config.clusters if config.clusters is not None else clusters_for_ratio(n_labels, config.labels_per_cluster)
 
 
+def head_threshold(threshold: int, train_labels: sp.csr_matrix, k: int) -> int:
+    """The head-label threshold, raised when more than half of the K vectors would go to head labels, so
+    that the other labels keep at least K/2 clusters (e.g. 560 labels, K = 64, 179 labels with >= 50 points)."""
+    if threshold <= 0:
+        return threshold
+    counts = np.sort(np.asarray((train_labels != 0).sum(axis=0)).ravel())[::-1]
+    if k < 2 or (counts >= threshold).sum() <= k // 2:
+        return threshold if k >= 2 else 0
+    raised = int(counts[k // 2]) + 1  # only the K/2 most popular labels (and fewer on ties) stay heads
+    log.warning("%d labels have >= %d training points, more than half of the %d auxiliary vectors: head "
+                "labels need >= %d points here", int((counts >= threshold).sum()), threshold, k, raised)
+    return raised
+
+
 def build_aux(
     config: AuxConfig, net: torch.nn.Module, queries: TokenizedTexts, labels: TokenizedTexts,
     train_labels: sp.csr_matrix, embed_batch_size: int, seed: int,
@@ -74,10 +88,11 @@ def build_aux(
     Returns the vectors and the re-clustering function used for dynamic clusters.
     """
     k = num_clusters(config, train_labels.shape[1])
+    threshold = head_threshold(config.head_threshold, train_labels, k)
     docs = net.embed(queries, embed_batch_size).numpy() if config.clustering == "centroids" else None
 
     def assign(z: np.ndarray) -> np.ndarray:
-        return cluster_labels(z, train_labels, k, config.head_threshold, config.clustering, docs, seed)
+        return cluster_labels(z, train_labels, k, threshold, config.clustering, docs, seed)
 
     assignment = assign(net.embed(labels, embed_batch_size).numpy())
     aux = AuxiliaryVectors(assignment, net.dim, num_clusters=k)
