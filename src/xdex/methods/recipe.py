@@ -1,9 +1,10 @@
 """Recipes: a YAML config chooses the encoder, the loss, the batches and the trainer settings.
 
 ``train(dataset, config, out)`` is the one training entry point behind ``xdex train``: NGAME, DEXML,
-DePSL and UniDEC are configs (``configs/<method>.yaml``) of the same wiring, never a copy of the
+DePSL, UniDEC and DEXA are configs (``configs/<method>.yaml``) of the same wiring, never a copy of the
 training loop. A ``heads`` section adds UniDEC's DE head (and, with ``heads.classifier``, the
-classifier head and per-label classifiers) on top of the encoder.
+classifier head and per-label classifiers) on top of the encoder; an ``aux`` section adds DEXA's
+auxiliary vectors to the label side, and a ``classifiers`` section DEXA's Module II after training.
 """
 
 from __future__ import annotations
