@@ -16,6 +16,7 @@ from xdex.cli import data as data_cmds
 from xdex.cli import demo as demo_cmds
 from xdex.cli import evaluate as evaluate_cmds
 from xdex.cli import predict as predict_cmds
+from xdex.cli import serve as serve_cmds
 from xdex.cli import train as train_cmds
 from xdex.cli.common import run_guarded
 
@@ -30,6 +31,7 @@ app.add_typer(data_cmds.app, name="data")
 train_cmds.register(app)
 evaluate_cmds.register(app)
 predict_cmds.register(app)
+serve_cmds.register(app)
 demo_cmds.register(app)
 
 
