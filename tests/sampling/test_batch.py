@@ -49,3 +49,29 @@ def test_avg_positives_in_pool():
     # pool = {0, 1, 2, 4}: query 0 has 3 positives in it, query 1 has 2
     assert b.label_ids.tolist() == [0, 1, 2, 4]
     assert b.avg_positives_in_pool == 2.5
+
+
+def test_pool_stats_average_pool_size_and_positives_in_pool():
+    from xdex.sampling import Batch, PoolStats
+
+    stats = PoolStats()
+    assert stats.summary() == {}
+    stats.add(Batch(np.array([0, 1]), np.array([3, 5, 7]), np.array([[1, 0, 0], [1, 1, 0]], dtype=bool)))
+    stats.add(Batch(np.array([2]), np.array([4]), np.array([[1]], dtype=bool)))
+    # pools of 3 and 1 labels; positives in pool per query: (1 + 2) / 2 = 1.5, then 1
+    assert stats.summary() == {"avg_pool_size": 2.0, "avg_positives_in_pool": 1.25}
+    stats.reset()
+    assert stats.summary() == {}
+
+
+def test_seeded_batch_depends_only_on_its_key():
+    from xdex.sampling import HardNegatives, seeded_batch
+
+    y = sp.csr_matrix(np.array([[1, 1, 0, 0, 0], [0, 0, 1, 0, 0]], dtype=np.float32))
+    shortlists = HardNegatives(np.array([[2, 3, 4], [0, 3, 4]]))
+    a = seeded_batch(y, np.array([0, 1]), [7, 0, 3, 1], beta=1, shortlists=shortlists, eta=2)
+    b = seeded_batch(y, np.array([0, 1]), [7, 0, 3, 1], beta=1, shortlists=shortlists, eta=2)
+    assert a.label_ids.tolist() == b.label_ids.tolist() and (a.positives == b.positives).all()
+    assert len(a.label_ids) <= 2 * (1 + 2)
+    plain = seeded_batch(y, np.array([0, 1]), [7, 0, 3, 1], beta=1, shortlists=shortlists, eta=0)
+    assert set(plain.label_ids) <= {0, 1, 2}  # no negatives without η: only sampled positives

@@ -25,7 +25,7 @@ from torch import nn
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
-from xdex.sampling import Batch, HardNegatives, QueryBatcher, build_batch
+from xdex.sampling import Batch, HardNegatives, PoolStats, QueryBatcher, seeded_batch
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,7 @@ class ClassifierObjective:
         self.batcher = QueryBatcher(len(features), batch_size, seed=seed)
         table = nn.Embedding.from_pretrained(weights.clone(), freeze=False, sparse=True)
         self.model = nn.ModuleDict({"classifiers": table, "loss": loss})
-        self._pool_sizes: list[int] = []
-        self._in_pool: list[float] = []
+        self.pool_stats = PoolStats()
 
     @property
     def classifiers(self) -> nn.Embedding:
@@ -99,15 +98,14 @@ class ClassifierObjective:
         return len(self.batcher)
 
     def start_epoch(self, epoch: int) -> None:
-        self._pool_sizes, self._in_pool = [], []
+        self.pool_stats.reset()
 
     def batches(self, epoch: int) -> list[tuple[int, int, np.ndarray]]:
         return [(epoch, i, q) for i, q in enumerate(self.batcher.epoch(epoch))]
 
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
-        self._pool_sizes.append(len(batch.label_ids))
-        self._in_pool.append(batch.avg_positives_in_pool)
+        self.pool_stats.add(batch)
         table = self.classifiers
         device = table.weight.device
         x = self.features[torch.from_numpy(batch.query_ids)].to(device)
@@ -116,10 +114,7 @@ class ClassifierObjective:
         return self.loss_fn(scores, torch.from_numpy(batch.positives).to(device))
 
     def epoch_stats(self) -> dict[str, float]:
-        if not self._pool_sizes:
-            return {}
-        return {"avg_pool_size": float(np.mean(self._pool_sizes)),
-                "avg_positives_in_pool": float(np.mean(self._in_pool))}
+        return self.pool_stats.summary()
 
     def state_dict(self) -> dict:
         return {}
@@ -132,11 +127,8 @@ class ClassifierObjective:
     def make_batch(self, item: tuple[int, int, np.ndarray]) -> Batch:
         """Label pool and mask of batch ``i`` of ``epoch``; its randomness depends only on (seed, epoch, i)."""
         epoch, i, query_ids = item
-        rng = np.random.default_rng([self.seed, epoch, i, 1])
-        negatives = None
-        if self.negatives is not None:
-            negatives = self.negatives.sample(query_ids, self.hard_negatives, rng)
-        return build_batch(self.y, query_ids, rng, beta=self.beta, negatives=negatives)
+        return seeded_batch(self.y, query_ids, [self.seed, epoch, i, 1], self.beta, self.negatives,
+                            self.hard_negatives)
 
 
 def _check_shortlist(shortlist: np.ndarray | None, n_docs: int, n_labels: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from torch import nn
 from xdex.cluster import balanced_kmeans, clusters_to_lists
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
-from xdex.sampling import Batch, ClusterSchedule, HardNegatives, QueryBatcher, build_batch
+from xdex.sampling import Batch, ClusterSchedule, HardNegatives, PoolStats, QueryBatcher, seeded_batch
 from xdex.text.tokens import TokenizedTexts
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,7 @@ class DualEncoderObjective:
         self.schedule = ClusterSchedule(config.cluster_size, config.cluster_growth, config.cluster_max)
         self.clusters: list[np.ndarray] | None = None
         self.negatives: HardNegatives | None = None
-        self._pool_sizes: list[int] = []
-        self._in_pool: list[float] = []
+        self.pool_stats = PoolStats()
 
     # -- trainer protocol ---------------------------------------------------------------------
     def steps_per_epoch(self) -> int:
@@ -97,10 +96,14 @@ class DualEncoderObjective:
         c = self.cfg
         return epoch >= c.first_refresh and (epoch - c.first_refresh) % c.refresh_every == 0
 
+    @property
+    def reclusters(self) -> bool:
+        """Whether refreshes re-cluster the labels of the auxiliary vectors (DEXA's dynamic clusters)."""
+        return self.aux is not None and self.recluster is not None and self.recluster_every > 0
+
     def start_epoch(self, epoch: int) -> None:
-        self._pool_sizes, self._in_pool = [], []
-        reclusters = self.aux is not None and self.recluster is not None and self.recluster_every > 0
-        if (self.cfg.clustered or self.cfg.hard_negatives or reclusters) and self.is_refresh_epoch(epoch):
+        self.pool_stats.reset()
+        if (self.cfg.clustered or self.cfg.hard_negatives or self.reclusters) and self.is_refresh_epoch(epoch):
             self.refresh((epoch - self.cfg.first_refresh) // self.cfg.refresh_every)
 
     def batches(self, epoch: int) -> list[tuple[int, int, np.ndarray]]:
@@ -108,18 +111,14 @@ class DualEncoderObjective:
 
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
-        self._pool_sizes.append(len(batch.label_ids))
-        self._in_pool.append(batch.avg_positives_in_pool)
+        self.pool_stats.add(batch)
         q = self.net(self.queries[batch.query_ids])
         z = self.label_side(batch.label_ids, self.net(self.labels[batch.label_ids]))
         scores = q @ z.T
         return self.loss_fn(scores, torch.from_numpy(batch.positives).to(scores.device))
 
     def epoch_stats(self) -> dict[str, float]:
-        if not self._pool_sizes:
-            return {}
-        return {"avg_pool_size": float(np.mean(self._pool_sizes)),
-                "avg_positives_in_pool": float(np.mean(self._in_pool))}
+        return self.pool_stats.summary()
 
     def state_dict(self) -> dict:
         return {"clusters": self.clusters,
@@ -139,11 +138,8 @@ class DualEncoderObjective:
     def make_batch(self, item: tuple[int, int, np.ndarray]) -> Batch:
         """Label pool and mask of batch ``i`` of ``epoch``; its randomness depends only on (seed, epoch, i)."""
         epoch, i, query_ids = item
-        rng = np.random.default_rng([self.seed, epoch, i, 1])
-        negatives = None
-        if self.negatives is not None and self.cfg.hard_negatives > 0:
-            negatives = self.negatives.sample(query_ids, self.cfg.hard_negatives, rng)
-        return build_batch(self.y, query_ids, rng, beta=self.cfg.beta, negatives=negatives)
+        return seeded_batch(self.y, query_ids, [self.seed, epoch, i, 1], self.cfg.beta, self.negatives,
+                            self.cfg.hard_negatives)
 
     def refresh(self, r: int) -> None:
         """The r-th refresh: one embedding pass shared by the clustering and hard-negative hooks."""
@@ -153,8 +149,7 @@ class DualEncoderObjective:
             assign = balanced_kmeans(q, num_clusters=k, seed=self.seed + r)
             self.clusters = clusters_to_lists(assign)
             log.info("refresh %d: %d query clusters of ~%d", r, k, len(q) // k)
-        recluster = self.aux is not None and self.recluster is not None and self.recluster_every > 0 \
-            and r > 0 and r % self.recluster_every == 0
+        recluster = self.reclusters and r > 0 and r % self.recluster_every == 0
         if not (recluster or self.cfg.hard_negatives > 0):
             return
         z = self.net.embed(self.labels, self.cfg.embed_batch_size)

@@ -103,8 +103,7 @@ class UniDECObjective(DualEncoderObjective):
 
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
-        self._pool_sizes.append(len(batch.label_ids))
-        self._in_pool.append(batch.avg_positives_in_pool)
+        self.pool_stats.add(batch)
         net: UniDECNet = self.net
         phi_q = net.encoder(self.queries[batch.query_ids])
         phi_z = net.encoder(self.labels[batch.label_ids])

@@ -6,15 +6,17 @@ building the label pool; the mask always marks *every* positive of a query that 
 the pool, so an in-batch positive is never used as a negative.
 """
 
-from xdex.sampling.batch import Batch, build_batch, positives_mask, sample_positives
+from xdex.sampling.batch import Batch, PoolStats, build_batch, positives_mask, sample_positives, seeded_batch
 from xdex.sampling.batching import ClusterSchedule, QueryBatcher
 from xdex.sampling.negatives import HardNegatives
 
 __all__ = [
     "Batch",
+    "PoolStats",
     "build_batch",
     "positives_mask",
     "sample_positives",
+    "seeded_batch",
     "ClusterSchedule",
     "QueryBatcher",
     "HardNegatives",

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from xdex.sampling.negatives import HardNegatives
+
 
 @dataclass
 class Batch:
@@ -74,3 +76,39 @@ def build_batch(
         pool = np.concatenate([pool, neg[neg >= 0]])
     pool_ids = np.unique(pool).astype(np.int64)
     return Batch(query_ids, pool_ids, positives_mask(labels, query_ids, pool_ids))
+
+
+def seeded_batch(
+    labels: sp.csr_matrix,
+    query_ids: np.ndarray,
+    key: list[int],
+    beta: int = 1,
+    shortlists: HardNegatives | None = None,
+    eta: int = 0,
+) -> Batch:
+    """:func:`build_batch` with η hard negatives per query drawn from ``shortlists`` (none when η = 0 or
+    there are no shortlists); all its randomness comes from ``key``, e.g. (seed, epoch, batch)."""
+    rng = np.random.default_rng(key)
+    negatives = shortlists.sample(query_ids, eta, rng) if shortlists is not None and eta > 0 else None
+    return build_batch(labels, query_ids, rng, beta=beta, negatives=negatives)
+
+
+class PoolStats:
+    """An epoch's label pools: average pool size |L_B| and Avg(|P_i^B|) (UniDEC Table 6)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._sizes: list[int] = []
+        self._positives: list[float] = []
+
+    def add(self, batch: Batch) -> None:
+        self._sizes.append(len(batch.label_ids))
+        self._positives.append(batch.avg_positives_in_pool)
+
+    def summary(self) -> dict[str, float]:
+        """``avg_pool_size`` and ``avg_positives_in_pool`` (empty before the first batch)."""
+        if not self._sizes:
+            return {}
+        return {"avg_pool_size": float(np.mean(self._sizes)), "avg_positives_in_pool": float(np.mean(self._positives))}
