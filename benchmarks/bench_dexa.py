@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bench_quality import DATA_ROOT, PROPENSITY, run_isolated
-from docs_section import DOCS, update_section
+from docs_section import DOCS, publish
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -334,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(args.json, json.dumps({"runs": runs, "overheads": costs}, indent=1) + "\n")
     command = shlex.join(["python", "benchmarks/bench_dexa.py", *argv])
     section = report(command, runs, costs, first.name, (start_load, os.getloadavg()[0]))
-    print(section)
-    if args.update_docs:
-        update_section(SECTION, section)
+    publish(section, args.update_docs)
     return 0
 
 

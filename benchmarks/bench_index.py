@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import numpy as np
 import torch
-from docs_section import DOCS, update_section
+from docs_section import DOCS, publish
 
 from xdex.cluster import balanced_kmeans
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
@@ -130,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     runs = [run(args, dim) for dim in args.dim]
     section = report(args, argv, [row for rows, _ in runs for row in rows], [line for _, line in runs], load)
-    print(section)
-    if args.update_docs:
-        update_section(SECTION, section)
+    publish(section, args.update_docs)
     return 0
 
 

@@ -31,7 +31,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from docs_section import DOCS, update_section
+from docs_section import DOCS, publish
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -318,9 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
     section = report(shlex.join(["python", "benchmarks/bench_quality.py", *argv]), records, load, args)
-    print(section)
-    if args.update_docs:
-        update_section(SECTION, section)
+    publish(section, args.update_docs)
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from docs_section import update_section
+from docs_section import publish
 
 log = logging.getLogger("bench_serve")
 SECTION = "## Serving: latency and throughput of `xdex serve`"
@@ -131,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
         "(keep-alive connections), after 50 warm-up requests.", "", *table, "",
     ])
-    print(section)
-    if args.update_docs:
-        update_section(SECTION, section)
+    publish(section, args.update_docs)
     return 0
 
 

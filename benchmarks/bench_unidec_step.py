@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from bench_quality import peak_rss_mb
-from docs_section import DOCS, update_section
+from docs_section import DOCS, publish
 
 from xdex.atomic import atomic_write_text
 from xdex.encoders.factory import build_encoder
@@ -290,9 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                for n in args.labels]
     command = shlex.join(["python", "benchmarks/bench_unidec_step.py", *argv])
     section = report(command, records, load, torch.get_num_threads(), args)
-    print(section)
-    if args.update_docs:
-        update_section(SECTION, section)
+    publish(section, args.update_docs)
     return 0
 
 

@@ -19,3 +19,10 @@ def update_section(title: str, section: str, path: Path = DOCS) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     atomic_write_text(path, text)
+
+
+def publish(section: str, write: bool, path: Path = DOCS) -> None:
+    """Print ``section``; with ``write``, also put it in place of its `## ` section of ``path``."""
+    print(section)
+    if write:
+        update_section(section.split("\n", 1)[0], section, path)
