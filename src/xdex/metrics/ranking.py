@@ -186,41 +186,59 @@ def _remove_pairs(indices, values, indptr, pair_labels, out_indices, out_values)
                 kept += 1
 
 
-@numba.njit(cache=True, parallel=True)
-def _row_codes(indices):
-    """Problem code of every row (0 = well formed); repeats are found with a per-row hash set."""
-    n, k = indices.shape
+@numba.njit(cache=True)
+def _codes_of_rows(indices, start, stop, codes):
+    """Problem code of rows ``start .. stop - 1`` into ``codes`` (0 = well formed); repeats are found with a
+    per-row hash set."""
+    k = indices.shape[1]
     bits = 1
     while (1 << bits) < 2 * k:
         bits += 1
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
-    codes = np.zeros(n, dtype=np.int8)
+    keys = np.empty(mask + 1, dtype=np.int64)
+    owner = np.full(mask + 1, -1, dtype=np.int64)  # row that last used a slot: no clearing between rows
+    for i in range(start, stop):
+        padded = False
+        for j in range(k):
+            label = indices[i, j]
+            if label == PAD:
+                padded = True
+                continue
+            if label < PAD:
+                codes[i] = 1
+                break
+            if padded:
+                codes[i] = 2
+                break
+            slot = np.int64((np.uint64(label) * np.uint64(0x9E3779B97F4A7C15)) >> shift)  # Fibonacci hashing
+            while owner[slot] == i and keys[slot] != label:
+                slot = (slot + 1) & mask
+            if owner[slot] == i:
+                codes[i] = 3
+                break
+            owner[slot] = i
+            keys[slot] = label
+
+
+@numba.njit(cache=True, parallel=True)
+def _codes_in_parallel(indices, codes):
+    n = indices.shape[0]
     size = (n + 63) // 64
     for c in numba.prange(64):
-        keys = np.empty(mask + 1, dtype=np.int64)
-        owner = np.full(mask + 1, -1, dtype=np.int64)  # row that last used a slot: no clearing between rows
-        for i in range(c * size, min(n, (c + 1) * size)):
-            padded = False
-            for j in range(k):
-                label = indices[i, j]
-                if label == PAD:
-                    padded = True
-                    continue
-                if label < PAD:
-                    codes[i] = 1
-                    break
-                if padded:
-                    codes[i] = 2
-                    break
-                slot = np.int64((np.uint64(label) * np.uint64(0x9E3779B97F4A7C15)) >> shift)  # Fibonacci hashing
-                while owner[slot] == i and keys[slot] != label:
-                    slot = (slot + 1) & mask
-                if owner[slot] == i:
-                    codes[i] = 3
-                    break
-                owner[slot] = i
-                keys[slot] = label
+        _codes_of_rows(indices, c * size, min(n, (c + 1) * size), codes)
+
+
+PARALLEL_ROWS = 4096  # below this many rows the check runs on one thread (no thread-pool cost per request)
+
+
+def _row_codes(indices: np.ndarray) -> np.ndarray:
+    """Problem code of every row (0 = well formed)."""
+    codes = np.zeros(indices.shape[0], dtype=np.int8)
+    if indices.shape[0] < PARALLEL_ROWS:
+        _codes_of_rows(indices, 0, indices.shape[0], codes)
+    else:
+        _codes_in_parallel(indices, codes)
     return codes
 
 
