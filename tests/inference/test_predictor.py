@@ -1,35 +1,44 @@
-"""xdex.Predictor: loads a model directory once and ranks labels for texts."""
+"""xdex.Predictor: loads a model directory once, ranks labels for texts, adds labels by their texts."""
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 import xdex
-import xdex.data
-from xdex.inference import DualEncoderModel, Predictor, ScoredLabel
-from xdex.methods.recipe import load_recipe, train
+from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
+from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
+
+TRAINED_FILES = ("labels.jsonl", "label_embeddings.npy", "index/index.json", "index/vectors.npy", "meta.json")
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("predictor") / "model"
-    overrides = ["trainer.epochs=2", "trainer.eval_every=2", "trainer.progress=false", "encoder.dim=64"]
-    train(xdex.data.load("demo"), load_recipe("ngame", overrides=overrides), out)
-    return out
+def model_dir(trained):
+    return trained["ngame"]
 
 
 @pytest.fixture(scope="module")
-def texts():
-    return xdex.data.load("demo").test.texts[:300]
+def texts(toy):
+    return toy.test.texts
+
+
+def new_text(toy) -> str:
+    """A text that is no label's: the first two words of label 0 and the last two of label 1."""
+    return " ".join(toy.labels.texts[0].split()[:2] + toy.labels.texts[1].split()[2:])
+
+
+def digests(folder) -> dict[str, str]:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in TRAINED_FILES}
 
 
 def test_predictions_are_the_model_ranking_with_keys_and_texts(model_dir, texts):
     model = DualEncoderModel.load(model_dir)
     expected = model.predict(texts, 5)
-    predicted = xdex.Predictor(model_dir, batch_size=64).predict(texts, k=5)
+    predicted = xdex.Predictor(model_dir, batch_size=16).predict(texts, k=5)
     assert len(predicted) == len(texts)
     for row, scores, labels in zip(expected.indices, expected.scores, predicted):
         assert [label.index for label in labels] == row.tolist()
@@ -48,8 +57,8 @@ def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):
 
 
 def test_concurrent_calls_give_the_sequential_results(model_dir, texts):
-    predictor = Predictor(model_dir, batch_size=32)
-    chunks = [texts[i : i + 50] for i in range(0, len(texts), 50)]
+    predictor = Predictor(model_dir, batch_size=8)
+    chunks = [texts[i : i + 16] for i in range(0, len(texts), 16)]
     sequential = [predictor.predict(chunk, k=4) for chunk in chunks]
     with ThreadPoolExecutor(max_workers=4) as pool:
         concurrent = list(pool.map(lambda chunk: predictor.predict(chunk, k=4), chunks))
@@ -82,3 +91,141 @@ def test_bad_settings_are_named(model_dir):
         Predictor(model_dir, batch_size=0)
     with pytest.raises(ValueError, match="search mode 'clf'"):
         Predictor(model_dir, search="clf")  # a plain dual encoder has no classifiers
+
+
+def test_an_added_label_is_found_by_its_text_and_survives_a_restart(copy_model, toy):
+    folder = copy_model("ngame")
+    before = digests(folder)
+    predictor = Predictor(folder)
+    text = new_text(toy)
+    assert predictor.add_labels([text]) == ["added-64"]  # generated from its row
+    (best,) = predictor.predict([text], k=1)[0]
+    assert (best.index, best.key, best.text) == (64, "added-64", text)
+    assert best.score == pytest.approx(1.0, abs=1e-5)  # the cosine of a text with itself
+    assert predictor.label("added-64") == (64, text) and predictor.n_labels == 65
+    assert digests(folder) == before  # the trained files are never rewritten
+    restarted = Predictor(folder)
+    assert restarted.n_labels == 65 and restarted.label("added-64") == (64, text)
+    assert restarted.predict([text], k=1)[0][0].key == "added-64"
+    assert restarted.add_labels(["another new label"], ["mine"]) == ["mine"]
+    assert Predictor(folder).model.label_ids[64:] == ["added-64", "mine"]
+
+
+@pytest.mark.parametrize("method", ["ngame", "unidec", "dexa"])
+def test_every_network_and_search_mode_ranks_a_new_label_first_for_its_text(copy_model, toy, method):
+    folder = copy_model(method)
+    text = new_text(toy)
+    (key,) = Predictor(folder).add_labels([text])
+    model = DualEncoderModel.load(folder)
+    for mode in model.net.search_modes:
+        (best,) = Predictor(folder, search=mode).predict([text], k=1)[0]
+        assert best.key == key
+        # concat scores the sum of the DE and the classifier cosines; the other modes one cosine
+        assert best.score == pytest.approx(2.0 if mode == "concat" else 1.0, abs=1e-5)
+
+
+def test_added_labels_rank_as_in_one_exact_search_over_all_label_vectors(copy_model, toy, texts):
+    model = DualEncoderModel.load(copy_model("unidec")).with_labels([new_text(toy), "zzz unknown words"])
+    everything = np.concatenate([model.label_embeddings, model.added_vectors])
+    expected = retrieve(model.embed_texts(texts), everything, 6)
+    got = model.predict(texts, 6)
+    assert got.indices.tolist() == expected.indices.tolist()
+    np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6)
+    de = model.with_search("de")  # added vectors follow the search mode
+    np.testing.assert_allclose(de.added_vectors, de.net.new_label_vectors(
+        de.net.encoder.tokenize(model.label_texts[64:])).numpy(), rtol=1e-6)
+
+
+def test_an_hnsw_model_searches_its_added_labels_too(copy_model, toy):
+    folder = copy_model("hnsw")
+    predictor = Predictor(folder)
+    text = new_text(toy)
+    predictor.add_labels([text], ["fresh"])
+    assert predictor.predict([text], k=3)[0][0].key == "fresh"
+    assert Predictor(folder).predict([text], k=3)[0][0].key == "fresh"
+
+
+def test_bad_additions_add_nothing(copy_model):
+    folder = copy_model("ngame")
+    predictor = Predictor(folder)
+    trained_key = predictor.model.label_ids[0]
+    for texts, keys, error in [(["x"], [trained_key], KeyConflict), (["x", "y"], ["a", "a"], KeyConflict),
+                               (["x", "  "], None, ValueError), (["x"], ["a", "b"], ValueError),
+                               ("x", None, TypeError)]:
+        with pytest.raises(error):
+            predictor.add_labels(texts, keys)
+    assert predictor.add_labels([]) == []
+    assert predictor.n_labels == 64 and not (folder / ADDED_LABELS).exists()
+
+
+def test_a_failed_save_adds_nothing(copy_model, monkeypatch):
+    folder = copy_model("ngame")
+    predictor = Predictor(folder)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DualEncoderModel, "save_added", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        predictor.add_labels(["x y"])
+    assert predictor.n_labels == 64
+    with pytest.raises(KeyError):
+        predictor.label("added-64")
+
+
+def test_added_labels_of_another_model_are_refused(copy_model):
+    folder, other = copy_model("ngame"), copy_model("hnsw")  # the same 64 label keys, another training run
+    Predictor(folder).add_labels(["x y"])
+    (other / ADDED_LABELS).write_bytes((folder / ADDED_LABELS).read_bytes())
+    with pytest.raises(ValueError, match="written for another model"):
+        Predictor(other)
+
+
+def test_save_writes_the_added_labels_apart_from_the_trained_files(copy_model, tmp_path, toy):
+    model = DualEncoderModel.load(copy_model("dexa")).with_labels([new_text(toy)], ["n"])
+    model.save(tmp_path / "saved")
+    assert len((tmp_path / "saved" / "labels.jsonl").read_text().splitlines()) == 64
+    loaded = DualEncoderModel.load(tmp_path / "saved")
+    assert loaded.label_ids == model.label_ids and loaded.n_trained == 64
+    np.testing.assert_array_equal(loaded.added_vectors, model.added_vectors)
+
+
+def test_concurrent_additions_and_predictions_lose_nothing(copy_model, toy):
+    """4 threads add 5 labels each, one at a time, while 4 threads predict: every addition survives, in memory
+    and after a restart, and every predicted label is in the catalogue of the snapshot that answered."""
+    folder = copy_model("ngame")
+    predictor = Predictor(folder, batch_size=8)
+    words = " ".join(toy.labels.texts[:4]).split()
+    adding = threading.Event()
+    errors: list[BaseException] = []
+
+    def add(worker: int) -> list[str]:
+        keys = []
+        for i in range(5):
+            keys += predictor.add_labels([f"{words[worker + i]} {words[worker * 2 + i]}"], [f"w{worker}-{i}"])
+        return keys
+
+    def predict() -> None:
+        while not adding.is_set():
+            try:
+                for labels in predictor.predict(toy.test.texts[:8] + [f"{words[1]} {words[2]}"], k=5):
+                    for label in labels:
+                        assert predictor.label(label.key) == (label.index, label.text)
+            except BaseException as e:  # reported below
+                errors.append(e)
+                return
+
+    readers = [threading.Thread(target=predict) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        added = [key for keys in pool.map(add, range(4)) for key in keys]
+    adding.set()
+    for reader in readers:
+        reader.join()
+    assert not errors, errors[0]
+    assert sorted(added) == sorted(f"w{w}-{i}" for w in range(4) for i in range(5))
+    assert set(predictor.model.label_ids[64:]) == set(added) and predictor.n_labels == 84
+    restarted = Predictor(folder)
+    assert restarted.model.label_ids == predictor.model.label_ids
+    assert restarted.model.label_texts == predictor.model.label_texts

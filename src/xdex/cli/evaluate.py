@@ -7,15 +7,17 @@ file) and prints the result.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
 from typing import Optional
 
+import scipy.sparse as sp
 import typer
 
 import xdex.data
-from xdex.data.dataset import Dataset
+from xdex.data.dataset import Catalogue, Dataset
 from xdex.metrics import (
     DEFAULT_KS,
     DEFAULT_RECALL_KS,
@@ -79,6 +81,7 @@ def evaluate(
         ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
     else:
         ranking = _predict_with_model(model_dir, dataset, depth, search)
+        dataset = _with_unused_labels(dataset, int(ranking.indices.max(initial=-1)) + 1)
     metrics = evaluate_predictions(ranking, dataset, ks, model, recall_ks)
     typer.echo(json.dumps(metrics) if as_json else format_metrics(metrics))
     if deciles is not None:
@@ -92,12 +95,30 @@ def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: s
     trained = DualEncoderModel.load(model_dir)
     if search is not None:
         trained = trained.with_search(search)
-    if list(trained.label_ids) != list(dataset.labels.ids):
+    if list(trained.label_ids[: trained.n_trained]) != list(dataset.labels.ids):
         raise ValueError(
-            f"{model_dir} was trained on {len(trained.label_ids)} labels that are not the "
+            f"{model_dir} was trained on {trained.n_trained} labels that are not the "
             f"{dataset.n_labels} labels of {dataset.name} (ids differ)"
         )
     return trained.predict(require_test(dataset).texts, depth)
+
+
+def _with_unused_labels(dataset: Dataset, n_labels: int) -> Dataset:
+    """``dataset`` with labels up to ``n_labels`` that no document has (those added to a model after training):
+    a prediction of one is a miss."""
+    extra = n_labels - dataset.n_labels
+    if extra <= 0:
+        return dataset
+
+    def widen(m: sp.csr_matrix | None) -> sp.csr_matrix | None:
+        return None if m is None else sp.hstack([m, sp.csr_matrix((m.shape[0], extra), dtype=m.dtype)], format="csr")
+
+    labels = dataset.labels
+    catalogue = Catalogue([*labels.ids, *(f"(added {j})" for j in range(dataset.n_labels, n_labels))],
+                          [*labels.texts, *[""] * extra], None if labels.descs is None else [*labels.descs, *[""] * extra])
+    splits = {name: dataclasses.replace(split, labels=widen(split.labels), filter=widen(split.filter))
+              for name, split in dataset.splits().items()}
+    return dataclasses.replace(dataset, labels=catalogue, **splits)
 
 
 def _depth(dataset: Dataset, ks: list[int]) -> int:

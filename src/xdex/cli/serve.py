@@ -20,8 +20,12 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
         port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
         search: Optional[str] = typer.Option(None, "--search", help=SEARCH_HELP),
+        read_only: bool = typer.Option(
+            False, "--read-only", help="Refuse POST /labels (403), so the model directory is never written."),
     ) -> None:
-        """Serve POST /predict, GET /labels/{id}, GET /health and GET /metrics (OpenAPI schema at /docs)."""
+        """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health and GET /metrics (OpenAPI schema at
+        /docs). Labels added with POST /labels are saved in MODEL_DIR (added_labels.npz) and kept on restart;
+        only one server should add labels to a model directory."""
         try:
             import uvicorn
 
@@ -30,6 +34,6 @@ def register(app: typer.Typer) -> None:
             raise ValueError(f"`xdex serve` needs the serve extra: pip install 'xdex[serve]' ({e})") from None
         from xdex.inference.predictor import Predictor
 
-        app_ = create_app(Predictor(model_dir, search=search))
-        logger.info("serving %s on http://%s:%d", model_dir, host, port)
+        app_ = create_app(Predictor(model_dir, search=search), read_only=read_only)
+        logger.info("serving %s on http://%s:%d%s", model_dir, host, port, " (read-only)" if read_only else "")
         uvicorn.run(app_, host=host, port=port, log_level="info")

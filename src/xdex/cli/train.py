@@ -1,7 +1,12 @@
-"""`xdex train`: train a recipe on a dataset and write a model directory."""
+"""`xdex train`: train a recipe on a dataset and write a model directory.
+
+The same command runs under ``torchrun --nproc_per_node=N -m xdex train ...``: every process trains,
+rank 0 alone logs, shows progress and writes the model directory (docs/distributed.md).
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
@@ -21,15 +26,23 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from its checkpoint."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     ) -> None:
-        """Train the NGAME or DEXML dual encoder; the model directory predicts without the training data."""
+        """Train a recipe; the model directory predicts without the training data. Runs under torchrun too."""
         from xdex.data import load
         from xdex.methods.recipe import load_recipe, train
+        from xdex.train import distributed
 
         cfg = load_recipe(method, config, set_)
         if quiet:
             cfg.trainer.progress = False
-        dataset = load(data)
-        model = train(dataset, cfg, out, resume=resume)
+        if distributed.init_from_env() and not distributed.is_main():
+            logging.getLogger().setLevel(logging.WARNING)  # one rank reports
+        try:
+            dataset = load(data)
+            model = train(dataset, cfg, out, resume=resume)
+        finally:
+            distributed.shutdown()
+        if model is None:  # a rank other than 0
+            return
         valid = model.meta.get("validation") or {}
         summary = ", ".join(f"{k} {v:.2f}" for k, v in valid.items() if k.startswith("P@"))
         typer.echo(f"model written to {out} ({model.meta['train_seconds']:.0f} s; validation {summary or 'n/a'})")

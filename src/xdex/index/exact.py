@@ -50,21 +50,21 @@ def exact_search(
     """Top-``k`` rows of ``items`` by inner product for each query: scores and row positions.
 
     Queries go in chunks of ``chunk_queries`` and items in blocks of ``chunk_items``, so the
-    extra memory is O(chunk_queries x chunk_items). Each block's top-k is merged with the best
-    so far; as earlier blocks hold lower rows, equal scores keep the lower row.
-    ``k`` must not exceed ``len(items)``.
+    extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
+    block by block. Each block's top-k is merged with the best so far; as earlier blocks hold lower
+    rows, equal scores keep the lower row. ``k`` must not exceed ``len(items)``.
     """
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
     queries = np.require(queries, requirements=["C", "W"])  # torch wraps only writeable arrays
-    x = torch.from_numpy(np.require(items, requirements=["C", "W"]))
     with torch.inference_mode():
         for q0 in range(0, len(queries), chunk_queries):
             q = torch.from_numpy(queries[q0 : q0 + chunk_queries])
             best_scores = torch.empty(len(q), 0)
             best_rows = torch.empty(len(q), 0, dtype=torch.int64)
             for i0 in range(0, len(items), chunk_items):
-                block_scores, block_rows = top_k(q @ x[i0 : i0 + chunk_items].T, min(k, len(items) - i0))
+                block = torch.from_numpy(np.require(items[i0 : i0 + chunk_items], requirements=["C", "W"]))
+                block_scores, block_rows = top_k(q @ block.T, min(k, len(items) - i0))
                 merged_scores = torch.cat([best_scores, block_scores], dim=1)
                 merged_rows = torch.cat([best_rows, block_rows + i0], dim=1)
                 best_scores, pick = top_k(merged_scores, min(k, merged_scores.shape[1]))
@@ -139,6 +139,6 @@ class ExactIndex(Index):
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> ExactIndex:
         index, count = cls._from_meta(folder)
-        index._stored = load_array(Path(folder) / "vectors.npy", np.float32, (count, index.dim))
+        index._stored = load_array(Path(folder) / "vectors.npy", np.float32, (count, index.dim), mmap=True)
         index._ids = load_array(Path(folder) / "ids.npy", np.int64, (count,))
         return index

@@ -35,10 +35,10 @@ def save_array(path: Path, array: np.ndarray) -> None:
         np.save(f, array, allow_pickle=False)
 
 
-def load_array(path: Path, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
-    """Read a ``numpy.save`` file and check its dtype and shape."""
+def load_array(path: Path, dtype: type, shape: tuple[int, ...], mmap: bool = False) -> np.ndarray:
+    """Read a ``numpy.save`` file and check its dtype and shape; ``mmap``: memory-map it read-only."""
     try:
-        array = np.load(path, allow_pickle=False)
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise corrupt(path, f"not a readable .npy file ({e})") from None
     if array.dtype != dtype or array.shape != shape:

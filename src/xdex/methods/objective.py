@@ -4,7 +4,8 @@ Each epoch: (1) at refresh epochs, one embedding pass over the training queries 
 when hard negatives are mined) feeds the refresh hooks: balanced 2-means clusters of the queries
 become NGAME's negative-mining-aware batches, and an index search gives each query a shortlist of
 hard negatives (DEXML Sec. 5.4); (2) each batch's label pool is the sampled positives of its
-queries plus η sampled hard negatives per query, with every in-pool positive masked (UniDEC Fig. 2);
+queries plus η sampled hard negatives per query (and, with ``cache_negatives``, the hardest negatives
+against a label-embedding cache, DEXML Appendix C.3), with every in-pool positive masked (UniDEC Fig. 2);
 (3) the loss is applied to S = Φ(x)·Φ(z)ᵀ over the pool. With DEXA's auxiliary vectors the label
 side is the augmented embedding N(Φ(z_l) + a_{C(l)}) (DEXA Eq. 5), in the loss and in the index the
 hard negatives come from; documents get no auxiliary vector.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,7 +27,10 @@ from xdex.cluster import balanced_kmeans, clusters_to_lists
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.sampling import Batch, ClusterSchedule, HardNegatives, PoolStats, QueryBatcher, seeded_batch
+from xdex.sampling.batch import positives_mask
+from xdex.sampling.embedding_cache import EmbeddingCache
 from xdex.text.tokens import TokenizedTexts
+from xdex.train.distributed import embed_sharded, encode_sharded
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,9 @@ class SamplingConfig:
     hard_negatives: int = 0  # η: hard negatives sampled per query per step (0 = in-batch only)
     shortlist_size: int | None = None  # |H_i|; default η·τ (UniDEC's advice)
     embed_batch_size: int = 1024
+    label_space: Literal["pool", "full"] = "pool"  # full: every step scores all L labels (DEXML-Full, Sec. 4.2)
+    label_chunk: int = 1024  # labels encoded at a time by the gradient cache of the full label space
+    cache_negatives: int = 0  # hard negatives per query from the label-embedding cache each step (DEXML C.3)
 
 
 class DualEncoderObjective:
@@ -87,6 +95,7 @@ class DualEncoderObjective:
         self.clusters: list[np.ndarray] | None = None
         self.negatives: HardNegatives | None = None
         self.pool_stats = PoolStats()
+        self.cache: EmbeddingCache | None = None  # label embeddings for cache negatives, built at the first step
 
     # -- trainer protocol ---------------------------------------------------------------------
     def steps_per_epoch(self) -> int:
@@ -111,9 +120,11 @@ class DualEncoderObjective:
 
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
+        q = encode_sharded(self.net, self.queries, batch.query_ids)
+        z = self.label_side(batch.label_ids, encode_sharded(self.net, self.labels, batch.label_ids))
+        if self.cfg.cache_negatives > 0:
+            batch, z = self.add_cache_negatives(batch, q, z)
         self.pool_stats.add(batch)
-        q = self.net(self.queries[batch.query_ids])
-        z = self.label_side(batch.label_ids, self.net(self.labels[batch.label_ids]))
         scores = q @ z.T
         return self.loss_fn(scores, torch.from_numpy(batch.positives).to(scores.device))
 
@@ -135,6 +146,25 @@ class DualEncoderObjective:
             return z
         return self.aux(torch.from_numpy(np.asarray(label_ids, dtype=np.int64)).to(z.device), z)
 
+    def add_cache_negatives(self, batch: Batch, q: torch.Tensor, z: torch.Tensor) -> tuple[Batch, torch.Tensor]:
+        """DEXML C.3: the pool's fresh embeddings ``z`` update the label-embedding cache, whose
+        ``cache_negatives`` hardest negatives per query join the pool (encoded with the graph, cached too)."""
+        if self.cache is None:  # one embedding pass; a resumed run starts a fresh cache
+            z_all = self.net.embed(self.labels, self.cfg.embed_batch_size)
+            self.cache = EmbeddingCache((z_all if self.aux is None else self.aux.augment_all(z_all)).to(z.device))
+        self.cache.update(batch.label_ids, z)
+        mined = self.cache.hardest(self.loss_fn, q, self.y[batch.query_ids], batch.label_ids, self.cfg.cache_negatives)
+        extra = np.unique(mined[mined >= 0])
+        if len(extra) == 0:
+            return batch, z
+        z_extra = self.label_side(extra, self.net(self.labels[extra]))
+        self.cache.update(extra, z_extra)
+        label_ids = np.concatenate([batch.label_ids, extra])
+        order = np.argsort(label_ids, kind="stable")
+        z = torch.cat([z, z_extra])[torch.from_numpy(order).to(z.device)]
+        label_ids = label_ids[order]
+        return Batch(batch.query_ids, label_ids, positives_mask(self.y, batch.query_ids, label_ids)), z
+
     def make_batch(self, item: tuple[int, int, np.ndarray]) -> Batch:
         """Label pool and mask of batch ``i`` of ``epoch``; its randomness depends only on (seed, epoch, i)."""
         epoch, i, query_ids = item
@@ -143,7 +173,7 @@ class DualEncoderObjective:
 
     def refresh(self, r: int) -> None:
         """The r-th refresh: one embedding pass shared by the clustering and hard-negative hooks."""
-        q = self.net.embed(self.queries, self.cfg.embed_batch_size).numpy()
+        q = embed_sharded(self.net, self.queries, self.cfg.embed_batch_size).numpy()
         if self.cfg.clustered:
             k = min(self.schedule.num_clusters(len(q), r), _floor_pow2(len(q)))
             assign = balanced_kmeans(q, num_clusters=k, seed=self.seed + r)
@@ -152,7 +182,7 @@ class DualEncoderObjective:
         recluster = self.reclusters and r > 0 and r % self.recluster_every == 0
         if not (recluster or self.cfg.hard_negatives > 0):
             return
-        z = self.net.embed(self.labels, self.cfg.embed_batch_size)
+        z = embed_sharded(self.net, self.labels, self.cfg.embed_batch_size)
         if recluster:
             self.aux.reassign(self.recluster(z.numpy()))
             log.info("refresh %d: labels re-clustered into %d clusters", r, self.aux.num_clusters)

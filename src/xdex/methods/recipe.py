@@ -5,6 +5,8 @@ DePSL, UniDEC and DEXA are configs (``configs/<method>.yaml``) of the same wirin
 training loop. A ``heads`` section adds UniDEC's DE head (and, with ``heads.classifier``, the
 classifier head and per-label classifiers) on top of the encoder; an ``aux`` section adds DEXA's
 auxiliary vectors to the label side, and a ``classifiers`` section DEXA's Module II after training.
+An ``oak`` section hands training to OAK's three stages (linker, augmentation block, classifiers;
+``methods/oak.py``), which reuse this module's pieces.
 """
 
 from __future__ import annotations
@@ -34,17 +36,20 @@ from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
+from xdex.methods.full_label import FullLabelObjective
+from xdex.methods.oak import OakConfig, train_oak
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.unidec import HeadsConfig, UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules import DualEncoder, UniDECNet
 from xdex.train import Trainer, TrainerConfig
+from xdex.train.distributed import is_main, main_first
 from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
-METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa")
+METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa", "oak")
 CLASSIFIERS = "classifiers"  # the training sub-folder of DEXA's Module II
 
 
@@ -67,6 +72,7 @@ class RecipeConfig:
     heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
     aux: AuxConfig | None = None  # DEXA Module I: auxiliary vectors for label clusters
     classifiers: ClassifierConfig | None = None  # DEXA Module II: per-label classifiers, fused scores
+    oak: OakConfig | None = None  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
 
 
 def recipe_path(method: str) -> Path:
@@ -149,7 +155,8 @@ def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
             raise ValueError(f"{path}: the run was started with other settings ({', '.join(changed)}); "
                              "resume it with the same --config and --set")
         return
-    atomic_write_text(path, yaml.safe_dump(current, sort_keys=False))
+    if is_main():
+        atomic_write_text(path, yaml.safe_dump(current, sort_keys=False))
 
 
 def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
@@ -166,6 +173,13 @@ def build_objective(
     seed = config.trainer.seed
     loss = build_loss(**config.loss)
     heads = config.heads
+    if config.sampling.label_space == "full":  # DEXML-Full: every step scores all labels (gradient cache)
+        if heads is not None or config.aux is not None:
+            raise ValueError("sampling.label_space=full trains a plain dual encoder: remove the heads and aux sections")
+        net = DualEncoder(encoder)
+        return net, FullLabelObjective(net, loss, queries, labels, y_train, config.sampling, seed)
+    if heads is not None and config.sampling.cache_negatives:
+        raise ValueError("sampling.cache_negatives (embedding-cache negatives) needs a plain dual encoder, not heads")
     if heads is None:
         net = DualEncoder(encoder)
     else:
@@ -192,8 +206,11 @@ def trainer_settings(config: RecipeConfig) -> TrainerConfig:
     return dataclasses.replace(config.trainer, optim=optim)
 
 
-def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
-    """Train ``config`` on ``dataset``'s training split and write the model directory ``out``."""
+def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel | None:
+    """Train ``config`` on ``dataset``'s training split and write the model directory ``out``.
+
+    Under torchrun every rank calls this; rank 0 writes ``out`` and returns the model, the others None.
+    """
     out = Path(out)
     workdir = out / "training"
     if (out / MARKER).exists():
@@ -202,6 +219,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     if config.classifiers is not None and config.heads is not None:
         raise ValueError("a `classifiers` section (DEXA Module II) needs a plain dual encoder; this recipe has "
                          "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
+    if config.oak is not None:
+        return train_oak(dataset, config, out, resume)
     check_run_config(workdir / "config.yaml", config, resume)
     seed = config.trainer.seed
     torch.manual_seed(seed)
@@ -216,12 +235,14 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}  # null = unset
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts)
     cache = encoder.token_cache()  # shared by runs on the same texts ($XDEX_CACHE_DIR, default ~/.cache/xdex)
-    queries, labels = cache.get(query_texts), cache.get(lab_texts)
+    with main_first():  # under torchrun rank 0 fills the token cache, then the other ranks read it
+        queries, labels = cache.get(query_texts), cache.get(lab_texts)
     net, objective = build_objective(config, encoder, queries, labels, y_train)
 
     evaluate = None
     if len(valid_rows):
-        valid_tokens = cache.get([dataset.train.texts[i] for i in valid_rows])
+        with main_first():
+            valid_tokens = cache.get([dataset.train.texts[i] for i in valid_rows])
         y_valid = y_all[valid_rows]
         pairs = validation_filter(dataset, valid_rows)
         k_max = depth_with_filter(max(config.data.eval_ks), pairs)
@@ -241,6 +262,8 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         net = train_classifiers(net, objective.aux, queries, labels, y_train, config.classifiers, config.trainer,
                                 workdir / CLASSIFIERS, config.sampling.embed_batch_size, validation, resume)
     train_seconds = time.perf_counter() - t0
+    if not is_main():  # rank 0 alone writes the model directory
+        return None
 
     z = net.label_vectors(labels, config.sampling.embed_batch_size).numpy()
     index_params = dict(config.index)

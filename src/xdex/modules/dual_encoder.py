@@ -46,6 +46,12 @@ class DualEncoder(nn.Module):
         """Label-side search vectors: the normalised embeddings."""
         return self.embed(tokens, batch_size)
 
+    def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Label-side search vectors of labels added after training, from their texts alone (zero-shot): the
+        normalised embeddings, as for trained labels (queries and labels share one space, so these are also
+        the texts' query vectors)."""
+        return self.query_vectors(tokens, batch_size)
+
     def save(self, folder: str | Path) -> None:
         """Write the encoder to ``folder/encoder``."""
         self.encoder.save(Path(folder) / "encoder")

@@ -96,6 +96,14 @@ class ClassifierFusionNet(DualEncoder):
             return w.clone()
         return self.alpha * w + (1.0 - self.alpha) * z
 
+    def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Label-side search vectors of labels added after training, from their texts alone (zero-shot): N(E(z))
+        in every mode. DEXA starts a classifier at its label's augmented embedding ẑ = N(E(z) + a_{C(l)})
+        (Module II); a new label belongs to no cluster, so it has no auxiliary vector, and its classifier is
+        that initial value, w = N(E(z)), which is also its label embedding: the fused α·w + (1 − α)·N(E(z)),
+        the embedding and the classifier are one vector."""
+        return self.embed(tokens, batch_size)
+
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
         """Write ``encoder/``, ``heads.json`` and ``heads.safetensors`` into ``folder``."""

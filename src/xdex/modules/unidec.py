@@ -143,6 +143,14 @@ class UniDECNet(nn.Module):
             return torch.cat(parts, dim=1)
         return self._heads_eval(compute)
 
+    def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        """Label-side search vectors of labels added after training, from their texts alone (zero-shot), for the
+        current search mode: Φ_D(z) for the DE part and, for the classifier part, N(Ψ_l) with Ψ_l ← Φ_C(z_l),
+        the value a classifier starts from (``UniDECObjective.init_classifiers``; a new label gets it even in
+        a recipe whose classifiers started at random). Both parts are what a query text gets, so these are
+        the query vectors of the label texts: Φ_D(z) ⊕ N(Φ_C(z)) in ``"concat"`` mode."""
+        return self.query_vectors(tokens, batch_size)
+
     def _phi(self, tokens: TokenizedTexts, batch_size: int) -> torch.Tensor:
         return self.encoder.embed(tokens, batch_size=batch_size).to(self.de_head[0].weight.device)
 

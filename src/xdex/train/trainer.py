@@ -4,11 +4,21 @@ A recipe supplies an :class:`Objective` (its model, how an epoch's batches are b
 batch, and the refresh hooks that run every τ epochs); the trainer owns everything else: optimisers
 and schedules, gradient clipping, bf16 autocast, per-epoch checkpoints written atomically, exact
 resume, a JSONL metrics log and model selection on a validation split.
+
+Under ``torchrun`` (see :mod:`xdex.train.distributed`) every rank runs the same loop over the same
+batches; the model is wrapped in DistributedDataParallel, which averages the gradients across ranks
+during the backward pass (sparse embedding gradients included, on gloo). Objectives whose loss runs
+backward passes of its own (``nested_backward = True``, e.g. a gradient cache), and sparse gradients
+on nccl, have their gradients averaged explicitly after the backward pass instead. After the refresh
+hooks of every epoch the ranks are checked to hold the same objective state (rank 0's is taken
+otherwise) and rank 0's parameters and buffers are broadcast. Validation, checkpoints, the metrics
+log and progress bars are rank 0's; the other ranks wait at a barrier.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import time
@@ -20,9 +30,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from xdex.atomic import atomic_path, atomic_write_text
+from xdex.train import distributed as dist
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
 
 log = logging.getLogger(__name__)
@@ -66,16 +78,31 @@ class TrainerConfig:
     select_metric: str = "P@1"
     seed: int = 0
     progress: bool = True
+    scale_lr_with_world: bool = False  # multiply every learning rate by the number of ranks (linear scaling)
 
 
 def resolve_device(name: str) -> torch.device:
-    """``"auto"``: the first CUDA device when there is one, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    """``"auto"``: CUDA when there is a device, else the CPU; CUDA without an index is the current device (a
+    distributed rank's own GPU)."""
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"trainer.device is {name!r} but no CUDA device is available")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     return device
+
+
+class ObjectiveModule(nn.Module):
+    """``objective.loss`` as the forward pass of a module holding ``objective.model``, for DDP to wrap: DDP
+    averages the gradients of the backward pass that follows its forward pass."""
+
+    def __init__(self, objective: Objective):
+        super().__init__()
+        self.model = objective.model
+        self.objective = objective
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        return self.objective.loss(batch)
 
 
 class Trainer:
@@ -99,23 +126,46 @@ class Trainer:
         self.best_score = -float("inf")
         self.best_epoch = -1
         self.best_state: dict | None = None
+        self.ddp: DistributedDataParallel | None = None
 
     def fit(self, resume: bool = False) -> list[dict]:
         """Train for ``config.epochs`` epochs; with ``resume`` continue from the last checkpoint."""
         torch.manual_seed(self.cfg.seed)
         total = max(1, self.objective.steps_per_epoch() * self.cfg.epochs)
-        self.optimizers = build_optimizers(self.model, self.cfg.optim)
-        self.schedulers = build_schedulers(self.optimizers, total, self.cfg.optim)
+        optim = self.optim_config()
+        self.optimizers = build_optimizers(self.model, optim)
+        self.schedulers = build_schedulers(self.optimizers, total, optim)
         start = 0
         if resume:
             start = self._load_checkpoint()
         for epoch in range(start, self.cfg.epochs):
             self._train_epoch(epoch)
+        self.ddp = None
         if self.best_state is not None:
             self.model.load_state_dict(self.best_state)
             log.info("kept the model of epoch %d (%s = %.2f on validation)",
                      self.best_epoch + 1, self.cfg.select_metric, self.best_score)
+        if dist.is_distributed():  # every rank continues with rank 0's kept model and record
+            kept = {k: v.cpu() for k, v in self.model.state_dict().items()} if dist.is_main() else None
+            self.model.load_state_dict(dist.broadcast_object(kept))
+            self.history, self.best_score, self.best_epoch = dist.broadcast_object(
+                (self.history, self.best_score, self.best_epoch))
         return self.history
+
+    def optim_config(self) -> OptimConfig:
+        """The optimiser settings, every learning rate times the number of ranks with ``scale_lr_with_world``."""
+        g = dist.world_size()
+        cfg = self.cfg.optim
+        if not self.cfg.scale_lr_with_world or g == 1:
+            return cfg
+        return dataclasses.replace(cfg, lr=cfg.lr * g, lr_sparse=cfg.lr_sparse * g,
+                                   group_lr={k: v * g for k, v in cfg.group_lr.items()})
+
+    @property
+    def averages_explicitly(self) -> bool:
+        """Whether gradients are averaged after the backward pass rather than by DDP during it."""
+        sparse = any(isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse for m in self.model.modules())
+        return bool(getattr(self.objective, "nested_backward", False)) or (sparse and dist.backend_name() == "nccl")
 
     # -- one epoch ---------------------------------------------------------------------------
     def _train_epoch(self, epoch: int) -> None:
@@ -123,17 +173,20 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.objective.start_epoch(epoch)
+        self._sync_ranks()
         self._drop_stale_optimizer_state()
         batches = self.objective.batches(epoch)
         losses = []
-        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.cfg.progress,
-                   leave=False, unit="batch")
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False, unit="batch",
+                   disable=not (self.cfg.progress and dist.is_main()))
         for batch in bar:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-                loss = self.objective.loss(batch)
+                loss = self.objective.loss(batch) if self.ddp is None else self.ddp(batch)
             for opt in self.optimizers:
                 opt.zero_grad(set_to_none=True)
             loss.backward()
+            if dist.is_distributed() and self.ddp is None:
+                dist.average_gradients(self.model)
             if self.cfg.optim.grad_clip:
                 dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
                 torch.nn.utils.clip_grad_norm_(dense, self.cfg.optim.grad_clip)
@@ -150,7 +203,8 @@ class Trainer:
             "seconds": round(time.perf_counter() - t0, 3),
             **self.objective.epoch_stats(),
         }
-        if self.evaluate is not None and ((epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs):
+        due = (epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs
+        if self.evaluate is not None and due and dist.is_main():
             self.model.eval()
             threads = torch.get_num_threads()
             with torch.no_grad():
@@ -162,8 +216,33 @@ class Trainer:
                 self.best_score, self.best_epoch = score, epoch
                 self.best_state = copy.deepcopy(self.model.state_dict())
         self.history.append(record)
-        log.info("epoch %d: %s", epoch + 1, json.dumps(record))
-        self._save_checkpoint(epoch)
+        if dist.is_main():
+            log.info("epoch %d: %s", epoch + 1, json.dumps(record))
+            self._save_checkpoint(epoch)
+        dist.barrier()
+
+    def _sync_ranks(self) -> None:
+        """Give every rank rank 0's objective state (when the refresh hooks disagreed) and parameters.
+
+        The hooks run on identical parameters, so they normally agree and only digests travel. Wrapping
+        the model in DDP again after them broadcasts rank 0's parameters and buffers, and lets DDP see a
+        table a hook resized (DEXA's re-clustered auxiliary vectors).
+        """
+        if not dist.is_distributed():
+            return
+        shapes = {name: tuple(t.shape) for name, t in [*self.model.named_parameters(), *self.model.named_buffers()]}
+        state = self.objective.state_dict()
+        if not dist.same_on_all_ranks((state, shapes)):
+            log.warning("the refresh hooks gave the ranks different results; every rank takes rank 0's")
+            self.objective.load_state_dict(dist.broadcast_object(state))
+            kept = {k: v.cpu() for k, v in self.model.state_dict().items()} if dist.is_main() else None
+            self.model.load_state_dict(dist.broadcast_object(kept))
+        if self.averages_explicitly:
+            dist.broadcast_module(self.model)
+            return
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(ObjectiveModule(self.objective), device_ids=device_ids,
+                                           static_graph=True, forward_sync_buffers=False)
 
     def _drop_stale_optimizer_state(self) -> None:
         """Forget the moments of a parameter a refresh hook resized (e.g. DEXA's re-clustered auxiliary table)."""
@@ -188,11 +267,16 @@ class Trainer:
         atomic_write_text(self.workdir / METRICS_LOG, "".join(json.dumps(r) + "\n" for r in self.history))
 
     def _load_checkpoint(self) -> int:
+        """Rank 0 reads the checkpoint and hands it to the other ranks; returns the epoch to start at."""
         path = self.workdir / CHECKPOINT
-        if not path.exists():
+        state = None
+        if dist.is_main() and path.exists():
+            state = torch.load(path, map_location="cpu" if dist.is_distributed() else self.device,
+                               weights_only=False)
+        state = dist.broadcast_object(state)
+        if state is None:
             log.info("no checkpoint in %s: starting from scratch", self.workdir)
             return 0
-        state = torch.load(path, map_location=self.device, weights_only=False)
         self.model.load_state_dict(state["model"])
         for o, s in zip(self.optimizers, state["optimizers"]):
             o.load_state_dict(s)

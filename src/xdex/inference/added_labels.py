@@ -1,0 +1,164 @@
+"""Labels added to a trained model after training, known by their texts alone (zero-shot).
+
+The trained files of a model directory are never rewritten: the added labels live in one file,
+``added_labels.npz``, replaced atomically on every addition. It holds two arrays:
+
+* ``labels``: UTF-8 JSON (as bytes) of ``{"keys": [...], "texts": [...], "search": ..., "n_trained": ...,
+  "model": ...}``: the added labels in the order added (they take the catalogue rows after the trained
+  labels), the search mode their vectors are for (a model loaded in another mode recomputes them), and the
+  number of trained labels and a fingerprint of the trained model (SHA-256 of its training metadata and
+  trained label keys), which the model directory must still match;
+* ``vectors``: their search vectors ``[A, d]`` (float32), from the network's ``new_label_vectors``.
+
+Keys are given by the caller or generated as ``added-<row>`` (the label's row in the catalogue), with
+``-2``, ``-3``, ... appended in the rare case that this key is taken; a generated key never equals an
+existing one. A key is a non-empty string without surrounding whitespace; texts must not be blank.
+
+Added labels are searched exactly, apart from the trained index, and the two top-k lists merged; ties
+go to the lower row, so over an exact index the result is that of one exact search over all labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from xdex.atomic import atomic_path
+from xdex.index.exact import exact_search
+from xdex.metrics.ranking import Ranking
+
+ADDED_LABELS = "added_labels.npz"
+KEY_PREFIX = "added-"
+
+
+class KeyConflict(ValueError):
+    """A label key that is given twice, or that the model already has."""
+
+
+@dataclass(frozen=True)
+class AddedLabels:
+    """The contents of ``added_labels.npz``; ``vectors`` is None when they were for another search mode."""
+
+    keys: list[str]
+    texts: list[str]
+    vectors: np.ndarray | None
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, refused when one is not a string or is blank."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not one string (wrap it in a list)")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"text {i} is blank")
+    return out
+
+
+def new_keys(count: int, first_row: int, taken: Collection[str], keys: Sequence[str] | None = None) -> list[str]:
+    """Keys of ``count`` new labels at rows ``first_row``, ...: ``keys`` checked against ``taken`` and each other
+    (:class:`KeyConflict` for a repeat), or generated (module docstring) when None."""
+    if keys is None:
+        out = []
+        for row in range(first_row, first_row + count):
+            key, suffix = f"{KEY_PREFIX}{row}", 1
+            while key in taken:
+                suffix += 1
+                key = f"{KEY_PREFIX}{row}-{suffix}"
+            out.append(key)
+        return out
+    if isinstance(keys, str):
+        raise TypeError("keys must be a sequence of strings, not one string (wrap it in a list)")
+    out = list(keys)
+    if len(out) != count:
+        raise ValueError(f"{len(out)} keys for {count} texts; give one key per text, or none")
+    seen: set[str] = set()
+    for i, key in enumerate(out):
+        if not isinstance(key, str):
+            raise TypeError(f"key {i} is a {type(key).__name__}, not a string")
+        if not key or key != key.strip():
+            raise ValueError(f"key {i} ({key!r}) must be a non-empty string without surrounding whitespace")
+        if key in taken:
+            raise KeyConflict(f"label id {key!r} already exists")
+        if key in seen:
+            raise KeyConflict(f"label id {key!r} is given twice")
+        seen.add(key)
+    return out
+
+
+def fingerprint(meta: dict, config: dict, trained_keys: Sequence[str]) -> str:
+    """SHA-256 of a model's training metadata, recipe and trained label keys: the model a file of added labels
+    is for."""
+    payload = json.dumps([meta, config, list(trained_keys)], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def with_added(ranking: Ranking, queries: np.ndarray, vectors: np.ndarray, first_row: int, k: int) -> Ranking:
+    """``ranking`` of the trained labels (``k`` per row, ``-1``-padded) merged with an exact inner-product search
+    of ``queries`` over ``vectors``, those of the added labels, whose rows start at ``first_row``: the ``k`` best
+    of both, ties to the lower row."""
+    if not len(vectors) or not len(queries):
+        return ranking
+    scores, rows = exact_search(vectors, np.ascontiguousarray(queries, dtype=np.float32), min(k, len(vectors)))
+    all_scores = np.concatenate([ranking.scores, scores], axis=1)
+    all_rows = np.concatenate([ranking.indices, rows + first_row], axis=1)
+    order = np.argsort(-all_scores, axis=1, kind="stable")[:, :k]  # trained rows first among equal scores
+    return Ranking(np.take_along_axis(all_rows, order, axis=1), np.take_along_axis(all_scores, order, axis=1))
+
+
+def write_added(
+    folder: str | Path, keys: Sequence[str], texts: Sequence[str], vectors: np.ndarray, search: str, n_trained: int,
+    model: str,
+) -> None:
+    """Replace ``folder/added_labels.npz`` by these labels of the model with :func:`fingerprint` ``model``,
+    atomically; with no labels, remove it."""
+    path = Path(folder) / ADDED_LABELS
+    if not keys:
+        path.unlink(missing_ok=True)
+        return
+    header = {"keys": list(keys), "texts": list(texts), "search": search, "n_trained": n_trained, "model": model}
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, labels=np.frombuffer(json.dumps(header, ensure_ascii=False).encode("utf-8"), np.uint8),
+                 vectors=np.ascontiguousarray(vectors, dtype=np.float32))
+
+
+def read_added(
+    folder: str | Path, trained_keys: Sequence[str], model: str, search: str, dim: int
+) -> AddedLabels | None:
+    """The labels added to the model directory ``folder`` (None when there are none), checked against its
+    ``trained_keys`` and :func:`fingerprint` ``model``; their vectors are kept when they are ``dim``-wide
+    vectors for ``search``."""
+    path = Path(folder) / ADDED_LABELS
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            header, vectors = json.loads(data["labels"].tobytes().decode("utf-8")), data["vectors"]
+        keys, texts, n_trained = header["keys"], header["texts"], header["n_trained"]
+        mode, owner = header["search"], header["model"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a readable file of added labels ({type(e).__name__}: {e})") from None
+    if n_trained != len(trained_keys):
+        raise ValueError(f"{path}: written for a model of {n_trained} trained labels, but this model has "
+                         f"{len(trained_keys)}; the file belongs to another model")
+    if owner != model:
+        raise ValueError(f"{path}: written for another model (its training metadata or label keys differ)")
+    try:
+        texts = check_texts(texts)
+        keys = new_keys(len(texts), len(trained_keys), set(trained_keys), keys)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: damaged: {e}") from None
+    if mode != search:
+        return AddedLabels(keys, texts, None)
+    if vectors.dtype != np.float32 or vectors.shape != (len(keys), dim) or not np.isfinite(vectors).all():
+        raise ValueError(f"{path}: damaged: expected finite float32 vectors of shape {(len(keys), dim)}, "
+                         f"got {vectors.dtype} {vectors.shape}")
+    return AddedLabels(keys, texts, vectors)

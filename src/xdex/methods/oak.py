@@ -1,0 +1,300 @@
+"""OAK: documents enriched with auxiliary knowledge, trained in three stages (OAK Sec. 4.1, Algorithm 1).
+
+1. Linker R: an ordinary xdex recipe (``oak.linker``, NGAME by default) trained on the document → AKP
+   links, with the AKPs as its labels; it is saved in ``MODEL_DIR/linker/`` so the OAK model predicts
+   from text alone.
+2. Augmentation block ψ = (encoder E, AK bank 𝒦, combiner 𝒞) trained on NGAME's batches (the
+   :class:`~xdex.methods.objective.DualEncoderObjective`'s clusters, pools and hard negatives) with
+
+       L = L(x̂·yᵀ) + L(x·yᵀ) + λ·L_MI-Calib(x̂, x, y)                          (Eq. 3-7, Algorithm 1)
+
+   where L is the recipe's engine loss (the triplet of Eq. 3-4 by default), x = N(E(d)), x̂ = ψ(d) with
+   the documents' own AKP links ("at train time, we use all the ground truth AKPs", Appendix A) and
+   y = N(E(l)). ``encoder_term: false`` drops L(x·yᵀ) and ``calibration: 0`` the calibration term
+   (Table 6). In the calibration term the plain score x·y is the reference (as the reference model of
+   DPO, which the term follows): it gets no gradient there, so the term moves ψ and the labels, and
+   cannot be lowered by making the plain encoder worse.
+3. Stage 3: ψ frozen, per-label classifiers w_j = y_j + Δw_j learnt over the fixed x̂ of the training
+   documents (true AKP links) with NGAME M2 / DEXA Module II's :class:`ClassifierObjective` on hard
+   negatives. Inference (Sec. 4.2) queries the index over N(w_j) with x̂ (linker's top-K AKPs) and
+   re-scores the candidates with sim(x̂, y_j) (:class:`~xdex.modules.oak.OakNet`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from xdex import __version__
+from xdex.config import to_dict
+from xdex.data.dataset import Dataset, Split
+from xdex.encoders.factory import build_encoder
+from xdex.index import build_index
+from xdex.inference.model import MARKER, DualEncoderModel
+from xdex.inference.retrieval import retrieve
+from xdex.losses import MICalibration, build_loss
+from xdex.methods.classifiers import ClassifierObjective, hard_negative_shortlist
+from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.metrics.measures import compute_metrics
+from xdex.metrics.ranking import depth_with_filter, remove_pairs
+from xdex.modules.dual_encoder import DualEncoder
+from xdex.modules.oak import LINKER_DIR, Augmentation, OakNet, link, pad_links
+from xdex.text.tokens import TokenizedTexts
+from xdex.train import Trainer, TrainerConfig
+from xdex.train.optim import OptimConfig
+from xdex.train.trainer import CHECKPOINT
+
+if TYPE_CHECKING:
+    from xdex.methods.recipe import RecipeConfig  # recipe.py imports this module for OakConfig
+
+log = logging.getLogger(__name__)
+
+REFINE = "refine"  # the training sub-folder of stage 3
+BANK = "augment.bank."  # parameter-name prefix of the AK bank (its own learning rate)
+
+
+@dataclass
+class RefineConfig:
+    """Stage 3: per-label classifiers on the frozen augmentation block (NGAME M2 / DEXA Module II)."""
+
+    epochs: int = 10
+    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per document and step
+    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
+    shortlist_size: int = 100  # hard negatives kept per document (index over y, positives removed)
+    lr: float = 0.01  # SparseAdam learning rate of the classifiers
+
+
+@dataclass
+class OakConfig:
+    """The ``oak`` section of a recipe."""
+
+    linker: dict = field(default_factory=dict)  # `method` (default ngame) + sections overriding its packaged recipe
+    top_k: int = 3  # K: AKPs per document from the linker at inference (paper: 3)
+    threshold: float | None = None  # drop linked AKPs scoring below this (None: keep all top-K)
+    pooling: Literal["attention", "mean"] = "attention"  # the combiner; mean = Table 7's ablation
+    bank_lr: float = 0.2  # SparseAdam learning rate of the AK bank (paper: 0.2)
+    encoder_term: bool = True  # L(x·yᵀ), Eq. 4
+    calibration: float = 0.01  # λ of L_MI-Calib (Eq. 6); 0 = off
+    calibration_margin: float = 0.1  # γ of Eq. 6
+    candidates: int = 100  # labels taken from the index per document before the re-scoring of Sec. 4.2
+    refine: RefineConfig = field(default_factory=RefineConfig)
+
+
+class OakObjective(DualEncoderObjective):
+    """Stage 2 (Algorithm 1): NGAME's batches and label pools, scored with x̂ and x (module docstring)."""
+
+    def __init__(
+        self,
+        net: DualEncoder,
+        augment: Augmentation,
+        loss: nn.Module,
+        queries: TokenizedTexts,
+        labels: TokenizedTexts,
+        train_labels: sp.csr_matrix,
+        links: sp.csr_matrix,
+        config: SamplingConfig,
+        encoder_term: bool = True,
+        calibration: float = 0.0,
+        calibration_margin: float = 0.0,
+        seed: int = 0,
+    ):
+        """``links``: the training documents' AKP links (``N x M``, row i = query i)."""
+        super().__init__(net, loss, queries, labels, train_labels, config, seed)
+        if links.shape != (len(queries), augment.bank.size):
+            raise ValueError(f"AKP links {links.shape} for {len(queries)} documents and {augment.bank.size} AKPs")
+        if calibration < 0:
+            raise ValueError(f"the calibration weight must be >= 0, got {calibration}")
+        self.augment = augment
+        self.links = sp.csr_matrix(links)
+        self.encoder_term = encoder_term
+        self.calibration_weight = float(calibration)
+        self.calibration = MICalibration(calibration_margin)
+        self.model = nn.ModuleDict({"net": net, "loss": loss, "augment": augment})
+
+    def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
+        batch = self.make_batch(item)
+        self.pool_stats.add(batch)
+        x = self.net(self.queries[batch.query_ids])
+        x_hat = self.augment(x, pad_links(self.links, batch.query_ids).to(x.device))
+        y = self.net(self.labels[batch.label_ids])
+        positives = torch.from_numpy(batch.positives).to(x.device)
+        total = self.loss_fn(x_hat @ y.T, positives)
+        if self.encoder_term:
+            total = total + self.loss_fn(x @ y.T, positives)
+        if self.calibration_weight > 0:
+            total = total + self.calibration_weight * self.calibration(x.detach(), x_hat, y, positives)
+        return total
+
+
+def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
+    """The linker's RecipeConfig: its packaged recipe (``oak.linker.method``, default ngame) with the other
+    keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run."""
+    from xdex.methods.recipe import load_recipe  # recipe.py imports this module for OakConfig
+
+    section = dict(config.linker)
+    method = section.get("method", "ngame")
+    if method == "oak":
+        raise ValueError("oak.linker.method cannot be oak: the linker is a recipe without auxiliary knowledge")
+    cfg = load_recipe(method, overrides=_as_overrides(section))
+    cfg.trainer.progress = parent.progress
+    return cfg
+
+
+def _as_overrides(section: dict, prefix: str = "") -> list[str]:
+    """``{"trainer": {"epochs": 5}}`` -> ``["trainer.epochs=5"]`` (values as JSON, a subset of YAML)."""
+    out = []
+    for key, value in section.items():
+        if isinstance(value, dict) and value:
+            out += _as_overrides(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={json.dumps(value)}")
+    return out
+
+
+def linker_dataset(dataset: Dataset) -> Dataset:
+    """The linker's task: training documents → their AKPs (the AKPs are the labels)."""
+    train = dataset.train
+    return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, train.aux), dataset.aux_items)
+
+
+def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out: Path,
+                 resume: bool) -> DualEncoderModel:
+    """Stage 1: the linker model directory ``out`` (loaded when a resumed run already finished it)."""
+    from xdex.methods.recipe import train  # recipe.py imports this module for OakConfig
+
+    if resume and (out / MARKER).is_file():
+        log.info("stage 1: the linker in %s is already trained", out)
+        return DualEncoderModel.load(out)
+    log.info("stage 1: training the linker on %d AKP links", dataset.train.aux.nnz)
+    return train(linker_dataset(dataset), linker_recipe(config, parent), out, resume=resume)
+
+
+def refine_classifiers(
+    x_hat: torch.Tensor, y: torch.Tensor, train_labels: sp.csr_matrix, config: RefineConfig,
+    trainer_config: TrainerConfig, workdir: Path, resume: bool,
+) -> torch.Tensor:
+    """Stage 3: w_j = y_j + Δw_j trained over the fixed enriched documents x̂ (OAK Sec. 4.1, NGAME M2)."""
+    shortlist = hard_negative_shortlist(x_hat.numpy(), y.numpy(), train_labels, config.shortlist_size)
+    objective = ClassifierObjective(
+        x_hat, y, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
+        config.hard_negatives, shortlist, seed=trainer_config.seed,
+    )
+    stage = dataclasses.replace(
+        trainer_config, epochs=config.epochs, eval_every=max(1, config.epochs),
+        optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
+    )
+    Trainer(objective, stage, workdir).fit(resume=resume)
+    return objective.weights()
+
+
+def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
+    """Refuse settings OAK cannot train with, naming them."""
+    if config.heads is not None or config.aux is not None or config.classifiers is not None:
+        raise ValueError("the oak recipe trains a plain encoder with OAK's own stage 3: remove the heads, aux "
+                         "and classifiers sections")
+    if config.sampling.label_space != "pool" or config.sampling.cache_negatives:
+        raise ValueError("the oak recipe trains on label pools with in-pool and shortlist negatives: set "
+                         "sampling.label_space=pool and sampling.cache_negatives=0")
+    if dataset.train.aux is None or dataset.aux_items is None:
+        raise ValueError(f"{dataset.name}: OAK needs auxiliary knowledge pieces (an aux.jsonl catalogue and "
+                         '"aux" links in the training rows); this dataset has none')
+
+
+def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
+    """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``."""
+    from xdex.methods import recipe  # recipe.py imports this module for OakConfig
+
+    oak: OakConfig = config.oak
+    check_oak_recipe(dataset, config)
+    out = Path(out)
+    workdir = out / "training"
+    recipe.check_run_config(workdir / "config.yaml", config, resume)
+    seed = config.trainer.seed
+    t0 = time.perf_counter()
+    linker = train_linker(dataset, oak, config.trainer, out / LINKER_DIR, resume)
+    torch.manual_seed(seed)
+
+    train_rows, valid_rows = recipe.split_validation(dataset.train, config.data.validation_size, seed)
+    y_all = dataset.train.labels
+    y_train, links = y_all[train_rows], dataset.train.aux[train_rows]
+    query_texts = [dataset.train.texts[i] for i in train_rows]
+    lab_texts = recipe.label_texts(dataset.labels, config.data.label_text)
+    akp_texts = recipe.label_texts(dataset.aux_items, config.data.label_text)
+    encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}
+    encoder = build_encoder(encoder_cfg, query_texts + lab_texts + akp_texts)
+    cache = encoder.token_cache()
+    queries, labels = cache.get(query_texts), cache.get(lab_texts)
+    net = DualEncoder(encoder)
+    embed_batch = config.sampling.embed_batch_size
+    augment = Augmentation(net.embed(encoder.tokenize(akp_texts), embed_batch), oak.pooling)
+    objective = OakObjective(net, augment, build_loss(**config.loss), queries, labels, y_train, links,
+                             config.sampling, oak.encoder_term, oak.calibration, oak.calibration_margin, seed)
+
+    evaluate = None
+    if len(valid_rows):
+        valid_texts = [dataset.train.texts[i] for i in valid_rows]
+        valid_tokens, valid_ids = cache.get(valid_texts), link(linker, valid_texts, oak.top_k, oak.threshold)
+        y_valid = y_all[valid_rows]
+        pairs = recipe.validation_filter(dataset, valid_rows)
+        k_max = depth_with_filter(max(config.data.eval_ks), pairs)
+
+        def evaluate() -> dict[str, float]:
+            """x̂ (the linker's AKPs, as at inference) against the stage-2 label embeddings y."""
+            q = augment.enrich(net.embed(valid_tokens, embed_batch), valid_ids, embed_batch).numpy()
+            ranking = retrieve(q, net.embed(labels, embed_batch).numpy(), k_max)
+            if pairs is not None:
+                ranking = remove_pairs(ranking, pairs)
+            return compute_metrics(ranking, y_valid, config.data.eval_ks)
+
+    optim = dataclasses.replace(config.trainer.optim, group_lr={BANK: oak.bank_lr, **config.trainer.optim.group_lr})
+    trainer = Trainer(objective, dataclasses.replace(config.trainer, optim=optim), workdir, evaluate=evaluate)
+    log.info("stage 2: training the augmentation block")
+    history = trainer.fit(resume=resume)
+
+    log.info("stage 3: refining the label classifiers")
+    y = net.embed(labels, embed_batch)
+    x_hat = augment.enrich(net.embed(queries, embed_batch), pad_links(links), embed_batch)
+    w = refine_classifiers(x_hat, y, y_train, oak.refine, config.trainer, workdir / REFINE, resume)
+    train_seconds = time.perf_counter() - t0
+
+    oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
+    z = oak_net.label_vectors(labels, embed_batch).numpy()
+    index_params = dict(config.index)
+    index = build_index(index_params.pop("kind", "exact"), z.shape[1], "ip", **index_params)
+    index.add(z)
+    meta = {
+        "xdex_version": __version__,
+        "torch_version": torch.__version__,
+        "python": platform.python_version(),
+        "method": config.method,
+        "dataset": dataset.name,
+        "data_fingerprint": recipe.data_fingerprint(dataset),
+        "n_train": int(len(train_rows)),
+        "n_validation": int(len(valid_rows)),
+        "n_labels": len(dataset.labels),
+        "n_aux": len(dataset.aux_items),
+        "train_seconds": round(train_seconds, 1),
+        "best_epoch": trainer.best_epoch + 1 if trainer.best_state is not None else len(history),
+        "validation": history[trainer.best_epoch]["valid"] if trainer.best_state is not None else None,
+        "linker_validation": linker.meta.get("validation"),
+    }
+    model = DualEncoderModel(oak_net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
+    model.save(out)
+    for done in (workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT):
+        done.unlink(missing_ok=True)  # only an unfinished run needs them; the metrics logs stay
+    log.info("OAK model written to %s (%.0f s)", out, train_seconds)
+    return model
+

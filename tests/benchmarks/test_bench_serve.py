@@ -1,0 +1,44 @@
+"""benchmarks/bench_serve.py end to end on a tiny model: a real `xdex serve` on the loopback interface, a few
+requests per client count, the table printed and docs/benchmarks.md left alone."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import xdex.data
+from xdex.data.synthetic import memorisation_task
+from xdex.methods.recipe import load_recipe, train
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytest.importorskip("httpx")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_serve.py"
+TINY = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=0",
+        "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports its sibling docs_section
+    spec = importlib.util.spec_from_file_location("bench_serve", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkeypatch):
+    toy = memorisation_task(n=32, length=4, vocab_size=40, seed=2)
+    xdex.data.save(toy, tmp_path / "data")
+    train(toy, load_recipe("ngame", overrides=TINY), tmp_path / "model")
+    written = []
+    monkeypatch.setattr(bench, "publish", lambda section, write: written.append(write) or print(section))
+    args = [str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--clients", "1", "2", "--requests", "20",
+            "--seconds", "10", "--k", "3"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split("|")[1:4] for row in table] == [[" 1 ", " 20 ", " 0 "], [" 2 ", " 20 ", " 0 "]]
+    assert "k = 3" in out and written == [False]

@@ -1,0 +1,38 @@
+"""`torchrun --nproc_per_node=2 -m xdex train` on the bundled demo data (gloo, one thread per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from xdex.data import load
+from xdex.methods.recipe import load_recipe, train
+
+SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000"]
+
+
+@pytest.mark.slow
+def test_two_process_train_writes_one_model_directory_as_good_as_one_process(tmp_path):
+    out = tmp_path / "two"
+    args = ["--method", "ngame", "--data", "demo", "--out", str(out), "--quiet"]
+    for setting in SETTINGS:
+        args += ["--set", setting]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "xdex", "train",
+           *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("model written to") == 1  # rank 0 reports, the other rank is silent
+    assert run.stderr.count("epoch 2:") == 1
+    meta = json.loads((out / "meta.json").read_text())
+    records = (out / "training" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in records] == [1, 2]
+    assert not (out / "training" / "checkpoint.pt").exists()
+    assert not [p for p in out.rglob("*.tmp")]
+
+    one = train(load("demo"), load_recipe("ngame", overrides=SETTINGS + ["trainer.progress=false"]), tmp_path / "one")
+    assert meta["n_train"] == one.meta["n_train"]
+    assert abs(meta["validation"]["P@1"] - one.meta["validation"]["P@1"]) <= 1.0
