@@ -219,3 +219,24 @@ def test_read_only_inputs_are_accepted_without_warnings():
         warnings.simplefilter("error")
         _, ids = index.search(items[1:], 1)
     np.testing.assert_array_equal(ids, [[1], [2]])
+
+
+def test_concurrent_first_searches_after_adds_agree():
+    """The first searches after several adds join the pending vectors once, whichever thread gets there first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    x, q = rng.normal(size=(300, 8)).astype(np.float32), rng.normal(size=(5, 8)).astype(np.float32)
+    reference = ExactIndex(8)
+    reference.add(x)
+    expected = reference.search(q, 4)
+    for _ in range(20):
+        index = ExactIndex(8)
+        for part in np.array_split(x, 30):
+            index.add(part)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: index.search(q, 4), range(8)))
+        assert len(index) == 300 and index._consolidated()[0].shape == (300, 8)
+        for scores, ids in results:
+            np.testing.assert_array_equal(ids, expected[1])
+            np.testing.assert_array_equal(scores, expected[0])

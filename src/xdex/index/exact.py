@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,8 @@ class ExactIndex(Index):
     """Brute-force index: exact top-k, deterministic, ties broken by the lower id.
 
     Vectors added in several calls are joined (and ordered by id) once, at the next search
-    or save, so adding in many small batches costs no repeated copies.
+    or save, so adding in many small batches costs no repeated copies. Searches may run from
+    several threads at once (the join is done by one of them); adding while searching is not safe.
     """
 
     kind = "exact"
@@ -94,6 +96,7 @@ class ExactIndex(Index):
         self.chunk_items = operator.index(chunk_items)
         self._stored = np.empty((0, dim), dtype=np.float32)  # rows ordered by id, matching sorted ids
         self._pending: list[np.ndarray] = []  # vectors added since, their ids at the end of self._ids
+        self._join_lock = threading.Lock()
 
     @property
     def params(self) -> dict[str, Any]:
@@ -108,13 +111,14 @@ class ExactIndex(Index):
 
     def _consolidated(self) -> tuple[np.ndarray, np.ndarray]:
         """All vectors in id order, and their sorted ids."""
-        if self._pending:
-            vectors = np.concatenate([self._stored, *self._pending])
-            order = np.argsort(self._ids, kind="stable")
-            self._stored = vectors if (np.diff(self._ids) > 0).all() else vectors[order]
-            self._ids = self._ids[order]
-            self._pending = []
-        return self._stored, self._ids
+        with self._join_lock:
+            if self._pending:
+                vectors = np.concatenate([self._stored, *self._pending])
+                order = np.argsort(self._ids, kind="stable")
+                self._stored = vectors if (np.diff(self._ids) > 0).all() else vectors[order]
+                self._ids = self._ids[order]
+                self._pending = []
+            return self._stored, self._ids
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = self._vectors(queries, "queries")
