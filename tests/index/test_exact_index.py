@@ -240,3 +240,15 @@ def test_concurrent_first_searches_after_adds_agree():
         for scores, ids in results:
             np.testing.assert_array_equal(ids, expected[1])
             np.testing.assert_array_equal(scores, expected[0])
+
+
+def test_copies_and_pickles_search_alike():
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(4)
+    index = ExactIndex(4)
+    index.add(rng.normal(size=(10, 4)).astype(np.float32))
+    q = rng.normal(size=(2, 4)).astype(np.float32)
+    for other in (copy.deepcopy(index), pickle.loads(pickle.dumps(index))):
+        np.testing.assert_array_equal(other.search(q, 3)[1], index.search(q, 3)[1])

@@ -102,6 +102,15 @@ class ExactIndex(Index):
     def params(self) -> dict[str, Any]:
         return {"chunk_queries": self.chunk_queries, "chunk_items": self.chunk_items}
 
+    def __getstate__(self) -> dict[str, Any]:  # copies and pickles get a lock of their own
+        state = dict(self.__dict__)
+        del state["_join_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._join_lock = threading.Lock()
+
     def add(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> None:
         x = np.array(self._vectors(vectors, "vectors"))  # a private copy
         new = self._new_ids(ids, len(x))

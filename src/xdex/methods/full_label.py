@@ -130,6 +130,9 @@ class FullLabelObjective(DualEncoderObjective):
     no sampled or hard negatives to add. A plain :class:`DualEncoder` only (no auxiliary vectors or heads).
     """
 
+    nested_backward = True  # the label replay back-propagates inside loss.backward(): the trainer averages
+    # gradients over ranks after the backward pass rather than with DDP hooks during it
+
     def __init__(
         self,
         net: DualEncoder,
