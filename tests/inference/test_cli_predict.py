@@ -176,3 +176,23 @@ def test_the_predictor_ranks_as_evaluate_does(trained, toy, tmp_path, monkeypatc
         assert code == 0
         code, from_file, _ = xdex_cli(monkeypatch, capsys, "evaluate", "--pred", out, "--data", data, "--json")
         assert code == 0 and json.loads(from_file) == json.loads(from_model)
+
+
+def test_evaluate_scores_a_model_with_added_labels_and_counts_them_as_misses(copy_model, toy, tmp_path, monkeypatch,
+                                                                             capsys):
+    """Labels added after training are never in the ground truth: when one outranks the true label, P@1 drops
+    by exactly that document."""
+    data = tmp_path / "toy"
+    xdex.data.save(toy, data)
+    folder = copy_model("ngame")
+    code, before, _ = xdex_cli(monkeypatch, capsys, "evaluate", folder, "--data", data, "--json")
+    assert code == 0
+    predictor = Predictor(folder)
+    first = predictor.rank([toy.test.texts[0]], 1).indices[0, 0]
+    hit = toy.test.labels[0, first] > 0
+    predictor.add_labels([toy.test.texts[0]])  # the query's own text: its best label from now on
+    assert predictor.rank([toy.test.texts[0]], 1).indices[0, 0] == len(toy.labels)
+    code, after, _ = xdex_cli(monkeypatch, capsys, "evaluate", folder, "--data", data, "--json")
+    assert code == 0
+    drop = json.loads(before)["P@1"] - json.loads(after)["P@1"]
+    assert drop == pytest.approx(100.0 / len(toy.test.texts) if hit else 0.0, abs=1e-6)

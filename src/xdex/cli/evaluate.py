@@ -114,8 +114,9 @@ def _with_unused_labels(dataset: Dataset, n_labels: int) -> Dataset:
         return None if m is None else sp.hstack([m, sp.csr_matrix((m.shape[0], extra), dtype=m.dtype)], format="csr")
 
     labels = dataset.labels
+    descs = None if labels.descs is None else [*labels.descs, *[""] * extra]
     catalogue = Catalogue([*labels.ids, *(f"(added {j})" for j in range(dataset.n_labels, n_labels))],
-                          [*labels.texts, *[""] * extra], None if labels.descs is None else [*labels.descs, *[""] * extra])
+                          [*labels.texts, *[""] * extra], descs)
     splits = {name: dataclasses.replace(split, labels=widen(split.labels), filter=widen(split.filter))
               for name, split in dataset.splits().items()}
     return dataclasses.replace(dataset, labels=catalogue, **splits)

@@ -50,15 +50,15 @@ class AddedLabels:
     vectors: np.ndarray | None
 
 
-def check_texts(texts: Sequence[str]) -> list[str]:
-    """``texts`` as a list, refused when one is not a string or is blank."""
+def check_texts(texts: Sequence[str], blank_ok: bool = False) -> list[str]:
+    """``texts`` as a list, refused when one is not a string or (unless ``blank_ok``) is blank."""
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string (wrap it in a list)")
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
             raise TypeError(f"text {i} is a {type(text).__name__}, not a string")
-        if not text.strip():
+        if not blank_ok and not text.strip():
             raise ValueError(f"text {i} is blank")
     return out
 

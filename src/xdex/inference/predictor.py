@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xdex.inference.added_labels import check_texts
 from xdex.inference.model import DualEncoderModel
 from xdex.metrics.ranking import Ranking
 
@@ -107,20 +108,10 @@ class Predictor:
         return added
 
     def _rank(self, model: DualEncoderModel, texts: Sequence[str], k: int) -> Ranking:
-        texts = _check_texts(texts)
+        texts = check_texts(texts, blank_ok=True)
         if not 1 <= k:
             raise ValueError(f"k must be at least 1, got {k}")
         if not texts:
             return Ranking(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
         parts = [model.predict(texts[i : i + self.batch_size], k) for i in range(0, len(texts), self.batch_size)]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not one string (wrap it in a list)")
-    out = list(texts)
-    for i, text in enumerate(out):
-        if not isinstance(text, str):
-            raise TypeError(f"text {i} is a {type(text).__name__}, not a string")
-    return out

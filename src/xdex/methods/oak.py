@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +35,8 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex import __version__
-from xdex.config import to_dict
 from xdex.data.dataset import Dataset, Split
 from xdex.encoders.factory import build_encoder
-from xdex.index import build_index
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, build_loss
@@ -262,7 +258,7 @@ def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: b
     optim = dataclasses.replace(config.trainer.optim, group_lr={BANK: oak.bank_lr, **config.trainer.optim.group_lr})
     trainer = Trainer(objective, dataclasses.replace(config.trainer, optim=optim), workdir, evaluate=evaluate)
     log.info("stage 2: training the augmentation block")
-    history = trainer.fit(resume=resume)
+    trainer.fit(resume=resume)
 
     log.info("stage 3: refining the label classifiers")
     y = net.embed(labels, embed_batch)
@@ -272,29 +268,10 @@ def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: b
 
     oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
     z = oak_net.label_vectors(labels, embed_batch).numpy()
-    index_params = dict(config.index)
-    index = build_index(index_params.pop("kind", "exact"), z.shape[1], "ip", **index_params)
-    index.add(z)
-    meta = {
-        "xdex_version": __version__,
-        "torch_version": torch.__version__,
-        "python": platform.python_version(),
-        "method": config.method,
-        "dataset": dataset.name,
-        "data_fingerprint": recipe.data_fingerprint(dataset),
-        "n_train": int(len(train_rows)),
-        "n_validation": int(len(valid_rows)),
-        "n_labels": len(dataset.labels),
-        "n_aux": len(dataset.aux_items),
-        "train_seconds": round(train_seconds, 1),
-        "best_epoch": trainer.best_epoch + 1 if trainer.best_state is not None else len(history),
-        "validation": history[trainer.best_epoch]["valid"] if trainer.best_state is not None else None,
-        "linker_validation": linker.meta.get("validation"),
-    }
-    model = DualEncoderModel(oak_net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
-    model.save(out)
-    for done in (workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT):
-        done.unlink(missing_ok=True)  # only an unfinished run needs them; the metrics logs stay
+    extra = {"n_aux": len(dataset.aux_items), "linker_validation": linker.meta.get("validation")}
+    model = recipe.write_model(out, oak_net, z, lab_texts, dataset, config, trainer, len(train_rows),
+                               len(valid_rows), train_seconds, [workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT],
+                               extra)
     log.info("OAK model written to %s (%.0f s)", out, train_seconds)
     return model
 

@@ -256,7 +256,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
             return compute_metrics(ranking, y_valid, config.data.eval_ks)
 
     trainer = Trainer(objective, trainer_settings(config), workdir, evaluate=evaluate)
-    history = trainer.fit(resume=resume)
+    trainer.fit(resume=resume)
     if config.classifiers is not None:
         validation = (valid_tokens, y_valid, pairs) if len(valid_rows) else None
         net = train_classifiers(net, objective.aux, queries, labels, y_train, config.classifiers, config.trainer,
@@ -266,9 +266,23 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         return None
 
     z = net.label_vectors(labels, config.sampling.embed_batch_size).numpy()
+    model = write_model(out, net, z, lab_texts, dataset, config, trainer, len(train_rows), len(valid_rows),
+                        train_seconds, [workdir / CHECKPOINT, workdir / CLASSIFIERS / CHECKPOINT])
+    log.info("model written to %s (%.0f s)", out, train_seconds)
+    return model
+
+
+def write_model(
+    out: Path, net, label_vectors: np.ndarray, lab_texts: list[str], dataset: Dataset, config: RecipeConfig,
+    trainer: Trainer, n_train: int, n_valid: int, train_seconds: float, checkpoints: list[Path],
+    extra_meta: dict | None = None,
+) -> DualEncoderModel:
+    """Index the trained label vectors, record the training metadata and write the model directory ``out``;
+    the finished run's ``checkpoints`` are removed (only an unfinished run needs them; the metrics logs stay)."""
     index_params = dict(config.index)
-    index = build_index(index_params.pop("kind", "exact"), z.shape[1], "ip", **index_params)
-    index.add(z)
+    index = build_index(index_params.pop("kind", "exact"), label_vectors.shape[1], "ip", **index_params)
+    index.add(label_vectors)
+    selected = trainer.best_state is not None
     meta = {
         "xdex_version": __version__,
         "torch_version": torch.__version__,
@@ -276,18 +290,18 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
         "method": config.method,
         "dataset": dataset.name,
         "data_fingerprint": data_fingerprint(dataset),
-        "n_train": int(len(train_rows)),
-        "n_validation": int(len(valid_rows)),
+        "n_train": int(n_train),
+        "n_validation": int(n_valid),
         "n_labels": len(dataset.labels),
         "train_seconds": round(train_seconds, 1),
-        "best_epoch": trainer.best_epoch + 1 if trainer.best_state is not None else len(history),
-        "validation": history[trainer.best_epoch]["valid"] if trainer.best_state is not None else None,
+        "best_epoch": trainer.best_epoch + 1 if selected else len(trainer.history),
+        "validation": trainer.history[trainer.best_epoch]["valid"] if selected else None,
+        **(extra_meta or {}),
     }
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
-    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, z, index, to_dict(config), meta)
+    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta)
     model.save(out)
-    for done in (workdir / CHECKPOINT, workdir / CLASSIFIERS / CHECKPOINT):
-        done.unlink(missing_ok=True)  # only an unfinished run needs them; the metrics logs stay
-    log.info("model written to %s (%.0f s)", out, train_seconds)
+    for done in checkpoints:
+        done.unlink(missing_ok=True)
     return model
 
