@@ -48,6 +48,7 @@ from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.oak import LINKER_DIR, Augmentation, OakNet, link, pad_links
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import Trainer, TrainerConfig
+from xdex.train.distributed import barrier, encode_sharded, is_main, main_first
 from xdex.train.optim import OptimConfig
 from xdex.train.trainer import CHECKPOINT
 
@@ -123,9 +124,9 @@ class OakObjective(DualEncoderObjective):
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
         self.pool_stats.add(batch)
-        x = self.net(self.queries[batch.query_ids])
+        x = encode_sharded(self.net, self.queries, batch.query_ids)
         x_hat = self.augment(x, pad_links(self.links, batch.query_ids).to(x.device))
-        y = self.net(self.labels[batch.label_ids])
+        y = encode_sharded(self.net, self.labels, batch.label_ids)
         positives = torch.from_numpy(batch.positives).to(x.device)
         total = self.loss_fn(x_hat @ y.T, positives)
         if self.encoder_term:
@@ -175,7 +176,9 @@ def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out
         log.info("stage 1: the linker in %s is already trained", out)
         return DualEncoderModel.load(out)
     log.info("stage 1: training the linker on %d AKP links", dataset.train.aux.nnz)
-    return train(linker_dataset(dataset), linker_recipe(config, parent), out, resume=resume)
+    linker = train(linker_dataset(dataset), linker_recipe(config, parent), out, resume=resume)
+    barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
+    return linker if linker is not None else DualEncoderModel.load(out)
 
 
 def refine_classifiers(
@@ -209,8 +212,11 @@ def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
                          '"aux" links in the training rows); this dataset has none')
 
 
-def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False) -> DualEncoderModel:
-    """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``."""
+def train_oak(
+    dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False
+) -> DualEncoderModel | None:
+    """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``
+    (under torchrun: rank 0 writes and returns the model, the other ranks return None)."""
     from xdex.methods import recipe  # recipe.py imports this module for OakConfig
 
     oak: OakConfig = config.oak
@@ -232,7 +238,8 @@ def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: b
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts + akp_texts)
     cache = encoder.token_cache()
-    queries, labels = cache.get(query_texts), cache.get(lab_texts)
+    with main_first():  # under torchrun rank 0 fills the token cache, then the other ranks read it
+        queries, labels = cache.get(query_texts), cache.get(lab_texts)
     net = DualEncoder(encoder)
     embed_batch = config.sampling.embed_batch_size
     augment = Augmentation(net.embed(encoder.tokenize(akp_texts), embed_batch), oak.pooling)
@@ -242,7 +249,9 @@ def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: b
     evaluate = None
     if len(valid_rows):
         valid_texts = [dataset.train.texts[i] for i in valid_rows]
-        valid_tokens, valid_ids = cache.get(valid_texts), link(linker, valid_texts, oak.top_k, oak.threshold)
+        with main_first():
+            valid_tokens = cache.get(valid_texts)
+        valid_ids = link(linker, valid_texts, oak.top_k, oak.threshold)
         y_valid = y_all[valid_rows]
         pairs = recipe.validation_filter(dataset, valid_rows)
         k_max = depth_with_filter(max(config.data.eval_ks), pairs)
@@ -266,6 +275,8 @@ def train_oak(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: b
     w = refine_classifiers(x_hat, y, y_train, oak.refine, config.trainer, workdir / REFINE, resume)
     train_seconds = time.perf_counter() - t0
 
+    if not is_main():  # rank 0 alone writes the model directory
+        return None
     oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
     z = oak_net.label_vectors(labels, embed_batch).numpy()
     extra = {"n_aux": len(dataset.aux_items), "linker_validation": linker.meta.get("validation")}
