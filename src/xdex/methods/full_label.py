@@ -25,8 +25,7 @@ against all L labels, and ∂ℓ/∂Z is summed over ranks. Rows being independe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -87,21 +86,6 @@ def full_label_loss(
             acc += g
     with torch.autocast(q.device.type, enabled=False):
         return total, scores @ z, scores.T @ q, param_grads
-
-
-@contextmanager
-def _random_per_rank(net: nn.Module) -> Iterator[None]:
-    """Under several ranks, run the block under a generator forked and seeded by (a draw shared by all ranks,
-    rank), so that ranks draw their own dropout masks and the shared generator advances alike on all of them
-    (as :func:`xdex.train.distributed.encode_sharded` does); a no-op in a 1-process run."""
-    if dist.world_size() == 1:
-        yield
-        return
-    seed = int(torch.randint(0, 2**62, (1,)))
-    device = next(net.parameters()).device
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed + dist.rank())
-        yield
 
 
 class _CachedGradients(Function):
@@ -172,7 +156,7 @@ class FullLabelObjective(DualEncoderObjective):
         self._positives_seen.append(positives.nnz / max(len(query_ids), 1))
         g = dist.world_size()
         mine, labels_mine = dist.shard(len(query_ids)), dist.shard(len(self.labels))
-        with _random_per_rank(self.net):
+        with dist.random_per_rank(self.net):
             q = self.net(self.queries[query_ids[mine]])
             labels = encode_chunks(self.net, self.labels, self.cfg.label_chunk,
                                    np.arange(labels_mine.start, labels_mine.stop))

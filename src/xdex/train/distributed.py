@@ -182,12 +182,24 @@ def encode_sharded(net: nn.Module, tokens: TokenizedTexts, ids: np.ndarray) -> T
     if not is_distributed() or len(ids) == 0:
         return net(tokens[ids])
     part = ids[shard(len(ids))]
+    with random_per_rank(net):
+        local = net(tokens[part]) if len(part) else net(tokens[ids[:1]])[:0]
+    return gather_rows(local, len(ids))
+
+
+@contextlib.contextmanager
+def random_per_rank(net: nn.Module) -> Iterator[None]:
+    """Run the block under a random generator forked and seeded by (a draw shared by all ranks, rank): ranks
+    draw their own dropout masks for their own rows while the shared generator advances alike on every rank.
+    A no-op in a 1-process run."""
+    if not is_distributed():
+        yield
+        return
     seed = int(torch.randint(0, 2**62, (1,)))
     device = next(net.parameters()).device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed + rank())
-        local = net(tokens[part]) if len(part) else net(tokens[ids[:1]])[:0]
-    return gather_rows(local, len(ids))
+        yield
 
 
 # -- reductions ----------------------------------------------------------------------------------------
