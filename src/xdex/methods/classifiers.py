@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +31,19 @@ from xdex.sampling import Batch, HardNegatives, PoolStats, QueryBatcher, seeded_
 log = logging.getLogger(__name__)
 
 FUSION_GRID: tuple[float, ...] = tuple(i / 10 for i in range(11))
+
+
+@dataclass
+class ClassifierTraining:
+    """How per-label classifiers are trained over fixed document features (NGAME M2, DEXA Module II, OAK stage 3)."""
+
+    epochs: int = 10
+    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per document and step
+    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
+    shortlist_size: int = 100  # hard negatives kept per document (index over the starting classifiers)
+    lr: float = 0.01  # SparseAdam learning rate of the classifiers
 
 
 class ClassifierObjective:

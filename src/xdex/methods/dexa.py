@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +24,7 @@ import torch
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.losses import build_loss
-from xdex.methods.classifiers import ClassifierObjective, choose_fusion, hard_negative_shortlist
+from xdex.methods.classifiers import ClassifierObjective, ClassifierTraining, choose_fusion, hard_negative_shortlist
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
@@ -48,16 +48,10 @@ class AuxConfig:
 
 
 @dataclass
-class ClassifierConfig:
-    """DEXA Module II: per-label classifiers on the frozen encoder (the ``classifiers`` section)."""
+class ClassifierConfig(ClassifierTraining):
+    """DEXA Module II: per-label classifiers on the frozen encoder (the ``classifiers`` section); hard negatives
+    from an index over ẑ."""
 
-    epochs: int = 10
-    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
-    batch_size: int = 256
-    beta: int = 1  # positives sampled per document and step
-    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
-    shortlist_size: int = 100  # hard negatives kept per document (index over ẑ, positives removed)
-    lr: float = 0.01  # SparseAdam learning rate of the classifiers
     fusion: float | None = None  # α of the fused score; None: chosen on the validation split (0.5 without one)
 
 

@@ -40,7 +40,7 @@ from xdex.encoders.factory import build_encoder
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, build_loss
-from xdex.methods.classifiers import ClassifierObjective, hard_negative_shortlist
+from xdex.methods.classifiers import ClassifierObjective, ClassifierTraining, hard_negative_shortlist
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
@@ -62,19 +62,6 @@ BANK = "augment.bank."  # parameter-name prefix of the AK bank (its own learning
 
 
 @dataclass
-class RefineConfig:
-    """Stage 3: per-label classifiers on the frozen augmentation block (NGAME M2 / DEXA Module II)."""
-
-    epochs: int = 10
-    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
-    batch_size: int = 256
-    beta: int = 1  # positives sampled per document and step
-    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
-    shortlist_size: int = 100  # hard negatives kept per document (index over y, positives removed)
-    lr: float = 0.01  # SparseAdam learning rate of the classifiers
-
-
-@dataclass
 class OakConfig:
     """The ``oak`` section of a recipe."""
 
@@ -87,7 +74,7 @@ class OakConfig:
     calibration: float = 0.01  # λ of L_MI-Calib (Eq. 6); 0 = off
     calibration_margin: float = 0.1  # γ of Eq. 6
     candidates: int = 100  # labels taken from the index per document before the re-scoring of Sec. 4.2
-    refine: RefineConfig = field(default_factory=RefineConfig)
+    refine: ClassifierTraining = field(default_factory=ClassifierTraining)
 
 
 class OakObjective(DualEncoderObjective):
@@ -182,7 +169,7 @@ def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out
 
 
 def refine_classifiers(
-    x_hat: torch.Tensor, y: torch.Tensor, train_labels: sp.csr_matrix, config: RefineConfig,
+    x_hat: torch.Tensor, y: torch.Tensor, train_labels: sp.csr_matrix, config: ClassifierTraining,
     trainer_config: TrainerConfig, workdir: Path, resume: bool,
 ) -> torch.Tensor:
     """Stage 3: w_j = y_j + Δw_j trained over the fixed enriched documents x̂ (OAK Sec. 4.1, NGAME M2)."""
