@@ -36,9 +36,11 @@ def save_array(path: Path, array: np.ndarray) -> None:
 
 
 def load_array(path: Path, dtype: type, shape: tuple[int, ...], mmap: bool = False) -> np.ndarray:
-    """Read a ``numpy.save`` file and check its dtype and shape; ``mmap``: memory-map it read-only."""
+    """Read a ``numpy.save`` file and check its dtype and shape; ``mmap``: memory-map it copy-on-write (pages are
+    read from the file on use and shared with other processes; the array is writeable, so torch can wrap its
+    blocks without a copy, and nothing written would reach the file)."""
     try:
-        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        array = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise corrupt(path, f"not a readable .npy file ({e})") from None
     if array.dtype != dtype or array.shape != shape:
