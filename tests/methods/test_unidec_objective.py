@@ -114,7 +114,7 @@ def heads_by_hand(obj, texts_q, pool):
     with torch.no_grad():
         phi_q = net.encoder(net.encoder.tokenize(texts_q)).double().numpy()
         texts_z = label_texts(obj.y.shape[1])
-        phi_z = net.encoder(net.encoder.tokenize([texts_z[l] for l in pool])).double().numpy()
+        phi_z = net.encoder(net.encoder.tokenize([texts_z[j] for j in pool])).double().numpy()
         w1, b1 = (t.double().numpy() for t in (net.de_head[0].weight, net.de_head[0].bias))
 
         def de(phi):
