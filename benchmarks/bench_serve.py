@@ -1,13 +1,19 @@
 """Load test of `xdex serve` on the loopback interface: throughput and latency percentiles.
 
     python benchmarks/bench_serve.py MODEL_DIR --data DIR [--clients 1 4 16] [--requests 2000]
-        [--seconds 60] [--k 10] [--update-docs]
+        [--seconds 60] [--k 10] [--additions 200] [--update-docs]
 
 Starts `xdex serve MODEL_DIR` on 127.0.0.1 in a subprocess, waits for /health, then for each client
 count sends single-text `POST /predict` requests (texts taken in turn from the dataset's test split)
 from that many threads, each on its own keep-alive connection, until `--requests` requests or
 `--seconds` seconds. Reports requests/s, p50/p95/p99 latency in ms (client side, connection reuse
 included) and the number of errors (any status other than 200 counts).
+
+Then, on a copy of the model directory (the user's is never changed), one client adds ``--additions``
+labels one `POST /labels` request at a time while 4 clients keep predicting; reported: the latency of an
+addition (the label's embedding and the atomic save included), the prediction latency meanwhile, the
+errors, and whether every added label is served afterwards (`GET /health` count and `GET /labels/{id}`),
+also by a server restarted on the copy.
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ import logging
 import os
 import platform
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -55,19 +64,19 @@ def start_server(model_dir: Path, port: int, timeout: float = 120.0) -> subproce
     raise RuntimeError(f"the server did not answer /health within {timeout:.0f} s")
 
 
-def load(url: str, texts: list[str], clients: int, requests: int, seconds: float, k: int) -> dict:
-    """``clients`` threads share ``requests`` single-text requests; latencies in ms, errors counted."""
+def drive(url: str, texts: list[str], clients: int, k: int, next_request: Callable[[], int | None]) -> dict:
+    """``clients`` threads, each on its own keep-alive connection, send single-text `POST /predict` requests
+    (text ``i`` of ``texts``, cyclically) for as long as ``next_request()`` gives an ``i``; latencies in ms,
+    errors (any status other than 200) counted."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
-    counter = iter(range(requests))
     lock = threading.Lock()
-    stop = time.monotonic() + seconds
 
     def work(c: int) -> None:
         with httpx.Client(timeout=30.0) as session:
-            while time.monotonic() < stop:
+            while True:
                 with lock:
-                    i = next(counter, None)
+                    i = next_request()
                 if i is None:
                     return
                 start = time.perf_counter()
@@ -85,9 +94,75 @@ def load(url: str, texts: list[str], clients: int, requests: int, seconds: float
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    all_ms = np.concatenate([np.array(x) for x in latencies])
+    all_ms = [x for row in latencies for x in row]
     return {"clients": clients, "requests": len(all_ms), "errors": sum(errors), "rps": len(all_ms) / wall,
-            **{f"p{q}": float(np.percentile(all_ms, q)) for q in (50, 95, 99)}}
+            **percentiles(all_ms)}
+
+
+def load(url: str, texts: list[str], clients: int, requests: int, seconds: float, k: int) -> dict:
+    """``clients`` threads share ``requests`` single-text requests, for at most ``seconds``."""
+    counter = iter(range(requests))
+    stop = time.monotonic() + seconds
+    return drive(url, texts, clients, k, lambda: next(counter, None) if time.monotonic() < stop else None)
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    return {f"p{q}": float(np.percentile(ms, q)) if ms else float("nan") for q in (50, 95, 99)}
+
+
+def add_while_predicting(base: str, texts: list[str], additions: int, k: int, predictors: int = 4) -> dict:
+    """One client adds ``additions`` labels (one per request) while ``predictors`` clients predict until it is
+    done; latencies in ms, errors counted, the added ids returned."""
+    added: list[str] = []
+    add_ms: list[float] = []
+    add_errors = 0
+    done = threading.Event()
+    counter = iter(range(10**9))
+    predicted: dict = {}
+    background = threading.Thread(target=lambda: predicted.update(
+        drive(f"{base}/predict", texts, predictors, k, lambda: None if done.is_set() else next(counter))))
+    background.start()
+    with httpx.Client(timeout=30.0) as session:
+        for i in range(additions):
+            start = time.perf_counter()
+            try:
+                reply = session.post(f"{base}/labels", json={"texts": [f"{texts[i % len(texts)]} {i}"]})
+                ok = reply.status_code == 201
+                added += reply.json()["ids"] if ok else []
+            except httpx.HTTPError:
+                ok = False
+            add_ms.append((time.perf_counter() - start) * 1000.0)
+            add_errors += not ok
+    done.set()
+    background.join()
+    return {"additions": len(add_ms), "add_errors": add_errors, "add": percentiles(add_ms), "ids": added,
+            "predictions": predicted["requests"], "predict_errors": predicted["errors"],
+            "predict": {q: predicted[q] for q in ("p50", "p95", "p99")}}
+
+
+def served(base: str, ids: list[str], expected: int) -> bool:
+    """Whether the server counts ``expected`` labels and knows every id of ``ids``."""
+    with httpx.Client(timeout=30.0) as session:
+        if session.get(f"{base}/health").json()["labels"] != expected:
+            return False
+        return all(session.get(f"{base}/labels/{i}").status_code == 200 for i in ids)
+
+
+def addition_lines(result: dict, n_labels: int, restart_ok: bool) -> list[str]:
+    a, p = result["add"], result["predict"]
+    return [
+        f"Adding labels while predicting (on a copy of the model directory): one client adds {result['additions']} "
+        "labels, one `POST /labels` request each, while 4 clients predict single texts.", "",
+        "| requests | count | errors | p50 ms | p95 ms | p99 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| `POST /labels` (1 label) | {result['additions']} | {result['add_errors']} | {a['p50']:.2f} | "
+        f"{a['p95']:.2f} | {a['p99']:.2f} |",
+        f"| `POST /predict` meanwhile (4 clients) | {result['predictions']} | {result['predict_errors']} | "
+        f"{p['p50']:.2f} | {p['p95']:.2f} | {p['p99']:.2f} |", "",
+        f"Afterwards the server counted {n_labels + len(result['ids'])} labels and answered `GET /labels/{{id}}` "
+        f"for every added id: {'yes' if result['served'] else 'NO'}; after a restart on the same folder: "
+        f"{'yes' if restart_ok else 'NO'}.", "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="requests per client count, at most")
     parser.add_argument("--seconds", type=float, default=60.0, help="time per client count, at most")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--additions", type=int, default=200,
+                        help="labels added while predicting, on a copy of the model (0: skip)")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -119,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+    extra: list[str] = []
+    if args.additions > 0:
+        extra = additions_on_a_copy(args.model_dir, texts, args.additions, args.k)
     table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     table += [f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.0f} | {r['p50']:.2f} | "
@@ -129,10 +209,34 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, 1-minute load "
         f"average {load_avg:.1f} at the start. Server and clients share the machine; one text per request, "
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
-        "(keep-alive connections), after 50 warm-up requests.", "", *table, "",
+        "(keep-alive connections), after 50 warm-up requests.", "", *table, "", *extra,
     ])
     publish(section, args.update_docs)
     return 0
+
+
+def additions_on_a_copy(model_dir: Path, texts: list[str], additions: int, k: int) -> list[str]:
+    """The add-while-predicting run on a temporary copy of ``model_dir``, and a restart on it; the docs lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(shutil.copytree(model_dir, Path(tmp) / "model", ignore=shutil.ignore_patterns("training")))
+        port = free_port()
+        server = start_server(copy, port)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            n_labels = httpx.get(f"{base}/health").json()["labels"]
+            result = add_while_predicting(base, texts, additions, k)
+            result["served"] = served(base, result["ids"], n_labels + len(result["ids"]))
+            log.info("%s", {key: value for key, value in result.items() if key != "ids"})
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        server = start_server(copy, port)
+        try:
+            restart_ok = served(base, result["ids"], n_labels + len(result["ids"]))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return addition_lines(result, n_labels, restart_ok)
 
 
 if __name__ == "__main__":

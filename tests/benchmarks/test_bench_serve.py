@@ -1,5 +1,6 @@
 """benchmarks/bench_serve.py end to end on a tiny model: a real `xdex serve` on the loopback interface, a few
-requests per client count, the table printed and docs/benchmarks.md left alone."""
+requests per client count, labels added while predicting on a copy of the model (the model itself unchanged),
+the tables printed and docs/benchmarks.md left alone."""
 
 import importlib.util
 import sys
@@ -36,9 +37,13 @@ def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkey
     written = []
     monkeypatch.setattr(bench, "publish", lambda section, write: written.append(write) or print(section))
     args = [str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--clients", "1", "2", "--requests", "20",
-            "--seconds", "10", "--k", "3"]
+            "--seconds", "10", "--k", "3", "--additions", "5"]
     assert bench.main(args) == 0
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [row.split("|")[1:4] for row in table] == [[" 1 ", " 20 ", " 0 "], [" 2 ", " 20 ", " 0 "]]
     assert "k = 3" in out and written == [False]
+    additions = [line for line in out.splitlines() if line.startswith("| `POST /labels`")]
+    assert [row.split("|")[2:4] for row in additions] == [[" 5 ", " 0 "]]
+    assert "for every added id: yes; after a restart on the same folder: yes" in out
+    assert not (tmp_path / "model" / "added_labels.npz").exists()
