@@ -19,7 +19,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 import xdex.data
-import xdex.methods.dexa as dexa
+import xdex.methods.classifiers as classifiers
 from xdex.cli import app
 from xdex.data.synthetic import memorisation_task
 from xdex.encoders.factory import build_encoder
@@ -266,12 +266,12 @@ def test_module_ii_starts_the_classifiers_at_the_augmented_embeddings_and_mines_
     a = random_vectors(aux)
     built = []
 
-    class Capturing(dexa.ClassifierObjective):
+    class Capturing(classifiers.ClassifierObjective):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             built.append(self)
 
-    monkeypatch.setattr(dexa, "ClassifierObjective", Capturing)
+    monkeypatch.setattr(classifiers, "ClassifierObjective", Capturing)
     config = ClassifierConfig(epochs=0, hard_negatives=2, shortlist_size=5, fusion=0.25)
     fused = train_classifiers(net, aux, queries, labels, ds.train.labels, config,
                               TrainerConfig(device="cpu", progress=False), tmp_path, 64)

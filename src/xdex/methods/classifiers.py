@@ -14,9 +14,11 @@ two are fused as α·w_lᵀx + (1 − α)·E_θ(z_l)ᵀx, with α chosen on held
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,9 +26,12 @@ import torch
 from torch import nn
 
 from xdex.inference.retrieval import retrieve
+from xdex.losses import build_loss
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.sampling import Batch, HardNegatives, PoolStats, QueryBatcher, seeded_batch
+from xdex.train import Trainer, TrainerConfig
+from xdex.train.optim import OptimConfig
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +148,26 @@ class ClassifierObjective:
         epoch, i, query_ids = item
         return seeded_batch(self.y, query_ids, [self.seed, epoch, i, 1], self.beta, self.negatives,
                             self.hard_negatives)
+
+
+def train_classifier_table(
+    features: torch.Tensor, start: torch.Tensor, train_labels: sp.csr_matrix, config: ClassifierTraining,
+    trainer_config: TrainerConfig, workdir: Path, resume: bool = False,
+) -> torch.Tensor:
+    """Per-label classifiers W [L, d] started at ``start`` and trained over the fixed document ``features`` on hard
+    negatives from an exact search of ``start`` (Eq. 6; DEXA Module II, NGAME M2, OAK stage 3), checkpointed in
+    ``workdir`` so that ``resume`` continues them."""
+    shortlist = hard_negative_shortlist(features.numpy(), start.numpy(), train_labels, config.shortlist_size)
+    objective = ClassifierObjective(
+        features, start, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
+        config.hard_negatives, shortlist, seed=trainer_config.seed,
+    )
+    stage = dataclasses.replace(
+        trainer_config, epochs=config.epochs, eval_every=max(1, config.epochs),
+        optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
+    )
+    Trainer(objective, stage, workdir).fit(resume=resume)
+    return objective.weights()
 
 
 def _check_shortlist(shortlist: np.ndarray | None, n_docs: int, n_labels: int) -> np.ndarray:

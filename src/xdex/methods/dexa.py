@@ -11,7 +11,6 @@ the validation split unless given.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,14 +22,12 @@ import scipy.sparse as sp
 import torch
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
-from xdex.losses import build_loss
-from xdex.methods.classifiers import ClassifierObjective, ClassifierTraining, choose_fusion, hard_negative_shortlist
+from xdex.methods.classifiers import ClassifierTraining, choose_fusion, train_classifier_table
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
 from xdex.text.tokens import TokenizedTexts
-from xdex.train import Trainer, TrainerConfig
-from xdex.train.optim import OptimConfig
+from xdex.train import TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -113,17 +110,7 @@ def train_classifiers(
     x = net.embed(queries, embed_batch_size)
     z = net.embed(labels, embed_batch_size)
     z_hat = z if aux is None else aux.augment_all(z)
-    shortlist = hard_negative_shortlist(x.numpy(), z_hat.numpy(), train_labels, config.shortlist_size)
-    objective = ClassifierObjective(
-        x, z_hat, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
-        config.hard_negatives, shortlist, seed=trainer_config.seed,
-    )
-    stage = dataclasses.replace(
-        trainer_config, epochs=config.epochs, eval_every=max(1, config.epochs),
-        optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
-    )
-    Trainer(objective, stage, workdir).fit(resume=resume)
-    w = objective.weights()
+    w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume)
     alpha = config.fusion
     if alpha is None and validation is not None:
         tokens, y_valid, pairs = validation

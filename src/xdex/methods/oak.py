@@ -40,7 +40,7 @@ from xdex.encoders.factory import build_encoder
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, build_loss
-from xdex.methods.classifiers import ClassifierObjective, ClassifierTraining, hard_negative_shortlist
+from xdex.methods.classifiers import ClassifierTraining, train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
@@ -49,7 +49,6 @@ from xdex.modules.oak import LINKER_DIR, Augmentation, OakNet, link, pad_links
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.distributed import barrier, encode_sharded, is_main, main_first
-from xdex.train.optim import OptimConfig
 from xdex.train.trainer import CHECKPOINT
 
 if TYPE_CHECKING:
@@ -168,24 +167,6 @@ def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out
     return linker if linker is not None else DualEncoderModel.load(out)
 
 
-def refine_classifiers(
-    x_hat: torch.Tensor, y: torch.Tensor, train_labels: sp.csr_matrix, config: ClassifierTraining,
-    trainer_config: TrainerConfig, workdir: Path, resume: bool,
-) -> torch.Tensor:
-    """Stage 3: w_j = y_j + Δw_j trained over the fixed enriched documents x̂ (OAK Sec. 4.1, NGAME M2)."""
-    shortlist = hard_negative_shortlist(x_hat.numpy(), y.numpy(), train_labels, config.shortlist_size)
-    objective = ClassifierObjective(
-        x_hat, y, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
-        config.hard_negatives, shortlist, seed=trainer_config.seed,
-    )
-    stage = dataclasses.replace(
-        trainer_config, epochs=config.epochs, eval_every=max(1, config.epochs),
-        optim=OptimConfig(lr=config.lr, lr_sparse=config.lr, warmup_ratio=0.0, schedule="linear", grad_clip=None),
-    )
-    Trainer(objective, stage, workdir).fit(resume=resume)
-    return objective.weights()
-
-
 def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
     """Refuse settings OAK cannot train with, naming them."""
     if config.heads is not None or config.aux is not None or config.classifiers is not None:
@@ -259,7 +240,7 @@ def train_oak(
     log.info("stage 3: refining the label classifiers")
     y = net.embed(labels, embed_batch)
     x_hat = augment.enrich(net.embed(queries, embed_batch), pad_links(links), embed_batch)
-    w = refine_classifiers(x_hat, y, y_train, oak.refine, config.trainer, workdir / REFINE, resume)
+    w = train_classifier_table(x_hat, y, y_train, oak.refine, config.trainer, workdir / REFINE, resume)
     train_seconds = time.perf_counter() - t0
 
     if not is_main():  # rank 0 alone writes the model directory
