@@ -6,8 +6,9 @@ from pathlib import Path
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
+from xdex.modules.heads import HEADS_CONFIG
 from xdex.modules.oak import Augmentation, OakNet
-from xdex.modules.unidec import HEADS_CONFIG, SEARCH_MODES, UniDECNet
+from xdex.modules.unidec import SEARCH_MODES, UniDECNet
 from xdex.text.jsonfile import read_json
 
 

@@ -13,15 +13,11 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
-from xdex.atomic import atomic_path
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.dual_encoder import DualEncoder
-from xdex.modules.unidec import HEADS_CONFIG, HEADS_WEIGHTS
-from xdex.text.jsonfile import read_json, write_json
+from xdex.modules.heads import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 FusionMode = Literal["fused", "de", "clf"]
@@ -112,28 +108,15 @@ class ClassifierFusionNet(DualEncoder):
 
     def save_heads(self, folder: str | Path) -> None:
         """Write ``heads.safetensors`` (Z and W) and ``heads.json`` (type, α, search mode) into ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tables = {name: getattr(self, name).detach().float().cpu().contiguous() for name in TABLES}
-        with atomic_path(folder / HEADS_WEIGHTS) as tmp:
-            save_file(tables, str(tmp))
-        write_json(folder / HEADS_CONFIG, {"type": "fusion", "alpha": self.alpha, "search": self.search,
-                                           "n_labels": self.n_labels, "dim": self.dim})
+        write_heads(folder, "fusion", {name: getattr(self, name).float() for name in TABLES},
+                    {"alpha": self.alpha, "search": self.search, "n_labels": self.n_labels, "dim": self.dim})
 
     @classmethod
     def load(cls, folder: str | Path) -> ClassifierFusionNet:
         """Read a network written by :meth:`save`."""
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
-        config = read_json(config_path)
-        if not isinstance(config, dict) or config.get("type") != "fusion":
-            raise ValueError(f"{config_path}: expected a JSON object with type 'fusion'")
-        if not weights_path.is_file():
-            raise FileNotFoundError(f"{folder}: no {HEADS_WEIGHTS}")
-        try:
-            tables = load_file(str(weights_path))
-        except SafetensorError as e:
-            raise ValueError(f"{weights_path}: damaged safetensors file ({e})") from None
+        config, tables = read_heads(folder, "fusion")
         missing = [name for name in TABLES if name not in tables]
         if missing:
             raise ValueError(f"{weights_path}: missing table(s) {', '.join(missing)}")

@@ -30,18 +30,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from xdex.atomic import atomic_path
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.index import Index
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.modules.dual_encoder import DualEncoder
-from xdex.modules.unidec import HEADS_CONFIG, HEADS_WEIGHTS
-from xdex.text.jsonfile import read_json, write_json
+from xdex.modules.heads import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 Pooling = Literal["attention", "mean"]
@@ -324,15 +320,11 @@ class OakNet(DualEncoder):
     def save_heads(self, folder: str | Path) -> None:
         """Write the bank, combiner, y and w (``heads.safetensors``), the settings (``heads.json``) and the
         linker (``linker/``, a model directory of its own) into ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tables = {f"augment.{k}": v.detach().float().cpu().contiguous() for k, v in self.augment.state_dict().items()}
-        tables.update({name: getattr(self, name).detach().float().cpu().contiguous() for name in TABLES})
-        with atomic_path(folder / HEADS_WEIGHTS) as tmp:
-            save_file(tables, str(tmp))
-        self.linker.save(folder / LINKER_DIR)
-        write_json(folder / HEADS_CONFIG, {
-            "type": "oak", "dim": self.dim, "n_labels": self.n_labels, "n_aux": self.augment.bank.size,
+        tables = {f"augment.{k}": v.float() for k, v in self.augment.state_dict().items()}
+        tables.update({name: getattr(self, name).float() for name in TABLES})
+        self.linker.save(Path(folder) / LINKER_DIR)
+        write_heads(folder, "oak", tables, {
+            "dim": self.dim, "n_labels": self.n_labels, "n_aux": self.augment.bank.size,
             "pooling": self.augment.combiner.pooling, "top_k": self.top_k, "threshold": self.threshold,
             "candidates": self.candidates, "search": self.search,
         })
@@ -344,13 +336,7 @@ class OakNet(DualEncoder):
 
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
-        config = read_json(config_path)
-        if not isinstance(config, dict) or config.get("type") != "oak":
-            raise ValueError(f"{config_path}: expected a JSON object with type 'oak'")
-        try:
-            tables = load_file(str(weights_path))
-        except (FileNotFoundError, SafetensorError) as e:
-            raise ValueError(f"{weights_path}: missing or damaged safetensors file ({e})") from None
+        config, tables = read_heads(folder, "oak")
         try:
             dims = (int(config["n_labels"]), int(config["dim"]))
             bank_shape = (int(config["n_aux"]), int(config["dim"]))

@@ -17,20 +17,15 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from xdex.atomic import atomic_path
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
-from xdex.text.jsonfile import read_json, write_json
+from xdex.modules.heads import read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 SearchMode = Literal["concat", "de", "clf"]
 SEARCH_MODES: tuple[str, ...] = ("concat", "de", "clf")
-HEADS_CONFIG = "heads.json"
-HEADS_WEIGHTS = "heads.safetensors"
 
 
 class UniDECNet(nn.Module):
@@ -170,26 +165,21 @@ class UniDECNet(nn.Module):
 
     def save_heads(self, folder: str | Path) -> None:
         """Write ``heads.json`` and ``heads.safetensors`` (g1, g2, Ψ) into ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        heads = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()
-                 if not k.startswith("encoder.")}
-        with atomic_path(folder / HEADS_WEIGHTS) as tmp:
-            save_file(heads, str(tmp))
-        write_json(folder / HEADS_CONFIG, {
-            "type": "unidec", "dim": self.dim, "dropout": self.dropout, "search": self.search,
+        heads = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
+        write_heads(folder, "unidec", heads, {
+            "dim": self.dim, "dropout": self.dropout, "search": self.search,
             "n_labels": None if self.classifier is None else self.classifier.num_embeddings,
         })
 
     @classmethod
     def load(cls, folder: str | Path) -> UniDECNet:
         folder = Path(folder)
-        config = read_json(folder / HEADS_CONFIG)
+        config, heads = read_heads(folder, "unidec")
         try:
             net = cls(load_encoder(folder / "encoder"), int(config["dim"]), config.get("n_labels"),
                       float(config["dropout"]), str(config["search"]))
-            missing, unexpected = net.load_state_dict(load_file(str(folder / HEADS_WEIGHTS)), strict=False)
-        except (KeyError, TypeError, RuntimeError, SafetensorError) as e:
+            missing, unexpected = net.load_state_dict(heads, strict=False)
+        except (KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"{folder}: the saved UniDEC heads are inconsistent ({e})") from None
         missing = [k for k in missing if not k.startswith("encoder.")]
         if missing or unexpected:
