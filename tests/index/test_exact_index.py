@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from ranking_asserts import assert_same_ranking
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,8 +62,7 @@ def test_matches_brute_force(metric, chunks):
         items = items / np.linalg.norm(items, axis=1, keepdims=True)
         queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     want_scores, want_ids = brute_force(items, np.arange(103), queries, 12)
-    np.testing.assert_array_equal(ids, want_ids)
-    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+    assert_same_ranking(ids, scores, want_ids, want_scores, atol=1e-5)
 
 
 def test_ties_go_to_the_lower_id_across_blocks():

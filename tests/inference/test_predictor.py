@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from ranking_asserts import assert_same_ranking
 
 import xdex
 from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
@@ -35,14 +36,18 @@ def digests(folder) -> dict[str, str]:
     return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in TRAINED_FILES}
 
 
+def as_arrays(rows) -> tuple[list[list[int]], list[list[float]]]:
+    """Label rows and scores of ``Predictor.predict`` output."""
+    return [[label.index for label in row] for row in rows], [[label.score for label in row] for row in rows]
+
+
 def test_predictions_are_the_model_ranking_with_keys_and_texts(model_dir, texts):
     model = DualEncoderModel.load(model_dir)
     expected = model.predict(texts, 5)
     predicted = xdex.Predictor(model_dir, batch_size=16).predict(texts, k=5)
     assert len(predicted) == len(texts)
     for row, scores, labels in zip(expected.indices, expected.scores, predicted):
-        assert [label.index for label in labels] == row.tolist()
-        np.testing.assert_allclose([label.score for label in labels], scores, rtol=1e-5, atol=1e-6)
+        assert_same_ranking([row], [scores], [[label.index for label in labels]], [[label.score for label in labels]])
         assert all(label.key == model.label_ids[label.index] and label.text == model.label_texts[label.index]
                    for label in labels)
         assert all(a.score >= b.score for a, b in zip(labels, labels[1:]))  # best first
@@ -53,7 +58,7 @@ def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):
     batched = predictor.predict(texts[:20], k=3)
     for i in (0, 6, 7, 19):
         alone = predictor.predict([texts[i]], k=3)[0]
-        assert [label.index for label in alone] == [label.index for label in batched[i]]
+        assert_same_ranking(*as_arrays([alone]), *as_arrays([batched[i]]))
 
 
 def test_concurrent_calls_give_the_sequential_results(model_dir, texts):
@@ -62,8 +67,8 @@ def test_concurrent_calls_give_the_sequential_results(model_dir, texts):
     sequential = [predictor.predict(chunk, k=4) for chunk in chunks]
     with ThreadPoolExecutor(max_workers=4) as pool:
         concurrent = list(pool.map(lambda chunk: predictor.predict(chunk, k=4), chunks))
-    assert [[[label.index for label in row] for row in part] for part in concurrent] == \
-        [[[label.index for label in row] for row in part] for part in sequential]
+    for part, reference in zip(concurrent, sequential, strict=True):
+        assert_same_ranking(*as_arrays(part), *as_arrays(reference))
 
 
 def test_k_beyond_the_catalogue_and_empty_input(model_dir):
