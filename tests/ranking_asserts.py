@@ -25,14 +25,19 @@ def assert_same_ranking(a_indices, a_scores, b_indices, b_scores, rtol: float = 
     a_scores, b_scores = np.asarray(a_scores, np.float64), np.asarray(b_scores, np.float64)
     assert a_indices.shape == b_indices.shape == a_scores.shape == b_scores.shape
     np.testing.assert_allclose(a_scores, b_scores, rtol=rtol, atol=atol)  # position by position
-    for row, (ai, asc, bi, bsc) in enumerate(zip(a_indices, a_scores, b_indices, b_scores)):
-        b_score_of = dict(zip(bi.tolist(), bsc.tolist()))
-        for label, score in zip(ai.tolist(), asc.tolist()):
-            if label in b_score_of:
-                assert _close(score, b_score_of[label], rtol, atol), (row, label, score, b_score_of[label])
-            else:  # cut at k in b: only a label tied with b's last kept score
-                assert _close(score, float(bsc[-1]), rtol, atol), f"row {row}: label {label} ({score}) missing"
+    for row in range(len(a_indices)):
+        _check_row(row, a_indices[row], a_scores[row], b_indices[row], b_scores[row], rtol, atol)
+        _check_row(row, b_indices[row], b_scores[row], a_indices[row], a_scores[row], rtol, atol)
 
+
+def _check_row(row: int, ai, asc, bi, bsc, rtol: float, atol: float) -> None:
+    """Every label of ``a`` has its score in ``b``, or ties with ``b``'s last kept score."""
+    b_score_of = dict(zip(bi.tolist(), bsc.tolist()))
+    for label, score in zip(ai.tolist(), asc.tolist()):
+        if label in b_score_of:
+            assert _close(score, b_score_of[label], rtol, atol), (row, label, score, b_score_of[label])
+        else:  # cut at k in b: only a label tied with b's last kept score
+            assert _close(score, float(bsc[-1]), rtol, atol), f"row {row}: label {label} ({score}) missing"
 
 def assert_is_top_k(scores, indices, top_scores, rtol: float = RTOL, atol: float = ATOL) -> None:
     """``indices`` / ``top_scores`` (best first) are a top-k of the full score matrix ``scores`` up to ties."""
