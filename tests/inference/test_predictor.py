@@ -104,6 +104,7 @@ def test_an_added_label_is_found_by_its_text_and_survives_a_restart(copy_model, 
     assert best.score == pytest.approx(1.0, abs=1e-5)  # the cosine of a text with itself
     assert predictor.label("added-64") == (64, text) and predictor.n_labels == 65
     assert digests(folder) == before  # the trained files are never rewritten
+    predictor.close()  # as when its process ends: the next writer may start
     restarted = Predictor(folder)
     assert restarted.n_labels == 65 and restarted.label("added-64") == (64, text)
     assert restarted.predict([text], k=1)[0][0].key == "added-64"
