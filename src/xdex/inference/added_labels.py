@@ -14,9 +14,9 @@ Keys are given by the caller or generated as ``added-<row>`` (the label's row in
 ``-2``, ``-3``, ... appended in the rare case that this key is taken; a generated key never equals an
 existing one. A key is a non-empty string without surrounding whitespace; texts must not be blank or hold
 a lone surrogate (text that is not valid Unicode). A label added from now on (:func:`check_new_labels`) also
-has a printable key of at most ``MAX_KEY_CHARS`` characters (no newline or other control character, so it
-can be fetched back and logged) and a text of at most ``MAX_LABEL_TEXT_CHARS`` characters; files written
-before these rules are still read.
+has a printable key of at most ``MAX_KEY_CHARS`` characters (no newline or other control character, and no
+path segment ``.`` or ``..``, so that it can be fetched back by URL and logged) and a text of at most
+``MAX_LABEL_TEXT_CHARS`` characters; files written before these rules are still read.
 
 Added labels are searched exactly, apart from the trained index, and the two top-k lists merged; ties
 go to the lower row, so over an exact index the result is that of one exact search over all labels.
@@ -89,6 +89,9 @@ def check_new_key(key: str) -> None:
     if not key.isprintable():
         raise ValueError(f"label id {shown(key)} holds a character that is not printable (a control character, "
                          "a line break or a lone surrogate)")
+    if {".", ".."} & set(key.split("/")):
+        raise ValueError(f"label id {shown(key)} has a path segment '.' or '..', which URLs drop (GET /labels/{{id}} "
+                         "could not find it)")
 
 
 def check_new_labels(texts: Sequence[str], keys: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
