@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,7 +13,9 @@ import pytest
 import xdex
 from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
 from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
+from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError
 
+NO_LOCKS = pytest.mark.skipif(sys.platform == "win32", reason="no file locks on Windows")
 TRAINED_FILES = ("labels.jsonl", "label_embeddings.npy", "index/index.json", "index/vectors.npy", "meta.json")
 
 
@@ -230,3 +233,40 @@ def test_concurrent_additions_and_predictions_lose_nothing(copy_model, toy):
     restarted = Predictor(folder)
     assert restarted.model.label_ids == predictor.model.label_ids
     assert restarted.model.label_texts == predictor.model.label_texts
+
+
+def test_predicting_takes_no_lock_and_a_read_only_predictor_adds_nothing(copy_model):
+    model_dir = copy_model("ngame")
+    predictor = Predictor(model_dir, read_only=True)
+    predictor.predict(["a text"], k=2)
+    assert not (model_dir / WRITER_LOCK).exists()
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        predictor.add_labels(["a label"])
+    assert not predictor.is_writer and Predictor(model_dir).add_labels(["a label"]) == ["added-64"]
+
+
+@NO_LOCKS
+def test_a_directory_where_the_lock_cannot_be_made_is_read_only(copy_model):
+    model_dir = copy_model("ngame")
+    (model_dir / WRITER_LOCK).mkdir()  # open() fails on it, as on a read-only file system
+    predictor = Predictor(model_dir)
+    with pytest.raises(ReadOnlyError, match="cannot open the writer lock"):
+        predictor.add_labels(["a label"])
+    assert predictor.n_labels == 64
+
+
+@NO_LOCKS
+def test_a_second_predictor_of_a_directory_cannot_add_until_the_first_is_closed(copy_model):
+    folder = copy_model("ngame")
+    first, second = Predictor(folder), Predictor(folder)
+    second.claim_writer()
+    with pytest.raises(ReadOnlyError, match="this process"):
+        first.add_labels(["a label"])
+    assert second.is_writer and not first.is_writer
+    second.close()
+    assert first.add_labels(["a label"]) == ["added-64"] and first.is_writer
+
+
+def test_a_lone_surrogate_is_a_named_error(model_dir):
+    with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
+        Predictor(model_dir).predict(["ok", "bad \ud800"], k=2)

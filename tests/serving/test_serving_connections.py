@@ -115,7 +115,7 @@ def test_a_request_head_sent_byte_by_byte_is_cut_off(predictor):
 
 def test_connections_beyond_the_limit_get_503(predictor):
     with running(predictor, Limits(limit_concurrency=2, timeout_keep_alive=PATIENCE)) as address:
-        with connect(address) as first, connect(address) as second:
+        with connect(address), connect(address) as second:
             time.sleep(0.2)  # both accepted
             second.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert status(read_until_closed(second)) == 503

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from xdex.inference import Predictor
-from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError
+from xdex.inference.predictor import ReadOnlyError
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -68,20 +68,3 @@ def test_two_servers_in_one_process_take_turns(model_dir):
     first.close()  # as if the first server stopped: the second has not seen "one", so it must not write
     assert second_client.post("/labels", json={"texts": ["two"]}).status_code == 403
     assert Predictor(model_dir).model.label_texts[64:] == ["one"]
-
-
-def test_predicting_takes_no_lock_and_a_read_only_predictor_adds_nothing(model_dir):
-    predictor = Predictor(model_dir, read_only=True)
-    predictor.predict(["a text"], k=2)
-    assert not (model_dir / WRITER_LOCK).exists()
-    with pytest.raises(ReadOnlyError, match="read-only"):
-        predictor.add_labels(["a label"])
-    assert not predictor.is_writer and Predictor(model_dir).add_labels(["a label"]) == ["added-64"]
-
-
-def test_a_directory_where_the_lock_cannot_be_made_is_read_only(model_dir):
-    (model_dir / WRITER_LOCK).mkdir()  # open() fails on it, as on a read-only file system
-    predictor = Predictor(model_dir)
-    with pytest.raises(ReadOnlyError, match="cannot open the writer lock"):
-        predictor.add_labels(["a label"])
-    assert predictor.n_labels == 64

@@ -63,7 +63,7 @@ class _WriterLock:
                            folder)
             return
         try:
-            file = open(self.path, "a+", encoding="utf-8")
+            file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (open as long as the lock is held)
         except OSError as e:
             raise ReadOnlyError(f"cannot open the writer lock {self.path} ({e.strerror}), so no label can be "
                                 "added") from None
