@@ -9,11 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xdex
 from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
 from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
-from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError
+from xdex.inference import predictor as predictor_module
+from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError, _batches
 
 NO_LOCKS = pytest.mark.skipif(sys.platform == "win32", reason="no file locks on Windows")
 TRAINED_FILES = ("labels.jsonl", "label_embeddings.npy", "index/index.json", "index/vectors.npy", "meta.json")
@@ -57,6 +60,30 @@ def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):
     for i in (0, 6, 7, 19):
         alone = predictor.predict([texts[i]], k=3)[0]
         assert [label.index for label in alone] == [label.index for label in batched[i]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 50), max_size=30), size=st.integers(1, 8), chars=st.integers(1, 100))
+def test_batches_hold_at_most_size_texts_and_chars_characters(lengths, size, chars):
+    texts = ["x" * n for n in lengths]
+    slices = _batches(texts, size, chars)
+    assert [i for start, end in slices for i in range(start, end)] == list(range(len(texts)))
+    for start, end in slices:
+        assert 1 <= end - start <= size
+        assert end - start == 1 or sum(lengths[start:end]) <= chars
+
+
+def test_long_texts_are_encoded_in_smaller_batches_with_the_same_results(model_dir, texts, monkeypatch):
+    long = [" ".join([text] * 50)[:1000] for text in texts[:12]]  # 1,000 characters each
+    whole = Predictor(model_dir).predict(long, k=3)
+    calls = []
+    monkeypatch.setattr(predictor_module, "BATCH_CHARS", 3000)
+    monkeypatch.setattr(DualEncoderModel, "predict", lambda self, batch, k, original=DualEncoderModel.predict:
+                        calls.append(len(batch)) or original(self, batch, k))
+    split = Predictor(model_dir).predict(long, k=3)
+    assert calls == [3, 3, 3, 3]
+    assert [[label.index for label in labels] for labels in split] == \
+        [[label.index for label in labels] for labels in whole]
 
 
 def test_concurrent_calls_give_the_sequential_results(model_dir, texts):

@@ -1,8 +1,10 @@
 """A predictor for applications: load a model directory once, then rank labels for texts, and add labels.
 
 ``Predictor(model_dir).predict(texts, k)`` gives, for each text, its ``k`` best labels with their
-row, key, text and score, best first. Texts are encoded in batches of ``batch_size``; a text's result
-does not depend on the other texts of the call (up to floating-point rounding).
+row, key, text and score, best first. Texts are encoded in batches of ``batch_size`` texts and at most
+``BATCH_CHARS`` characters (the tokenizer holds every token of a text, also those past the encoder's
+``max_length``, while it encodes a batch: long texts in large batches would cost hundreds of MB); a text's
+result does not depend on the other texts of the call (up to floating-point rounding).
 
 ``add_labels(texts)`` adds labels known by their texts alone (zero-shot, see
 :mod:`xdex.inference.added_labels`): they are searchable at once and saved in the model directory, so a
@@ -44,6 +46,7 @@ except ImportError:  # Windows
 logger = logging.getLogger(__name__)
 
 WRITER_LOCK = ".xdex-writer.lock"
+BATCH_CHARS = 1 << 18  # characters per batch of texts to encode: about 20 MB of tokens
 
 
 class ReadOnlyError(RuntimeError):
@@ -223,5 +226,19 @@ class Predictor:
             raise ValueError(f"k must be at least 1, got {k}")
         if not texts:
             return Ranking(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
-        parts = [model.predict(texts[i : i + self.batch_size], k) for i in range(0, len(texts), self.batch_size)]
+        parts = [model.predict(texts[start:end], k) for start, end in _batches(texts, self.batch_size, BATCH_CHARS)]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+
+def _batches(texts: Sequence[str], size: int, chars: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, end)`` slices of ``texts``, each of at most ``size`` texts and, unless it is one
+    text, at most ``chars`` characters."""
+    out, start, total = [], 0, 0
+    for i, text in enumerate(texts):
+        if i > start and (i - start == size or total + len(text) > chars):
+            out.append((start, i))
+            start, total = i, 0
+        total += len(text)
+    if start < len(texts):
+        out.append((start, len(texts)))
+    return out
