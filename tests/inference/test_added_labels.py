@@ -153,6 +153,10 @@ def test_new_labels_have_printable_bounded_ids_and_bounded_texts():
     with pytest.raises(TypeError, match="key 0 is a int"):
         check_new_labels(["x"], [3])
     assert check_new_labels(["x"], ["a.b/..c"]) == (["x"], ["a.b/..c"])  # dots inside a segment are fine
+    with pytest.raises(KeyConflict, match="'n' is given twice"):
+        check_new_labels(["x", "y"], ["n", "n"])
+    with pytest.raises(ValueError, match="1 keys for 2 texts"):
+        check_new_labels(["x", "y"], ["n"])
 
 
 def test_ids_are_shown_escaped_and_bounded():

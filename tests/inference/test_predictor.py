@@ -86,6 +86,18 @@ def test_long_texts_are_encoded_in_smaller_batches_with_the_same_results(model_d
         [[label.index for label in labels] for labels in whole]
 
 
+def test_long_labels_are_added_in_batches_all_or_nothing(copy_model, monkeypatch):
+    folder = copy_model("ngame")
+    predictor = Predictor(folder)
+    monkeypatch.setattr(predictor_module, "BATCH_CHARS", 3000)
+    texts = [f"label {i} " + "word " * 200 for i in range(7)]  # about 1,000 characters each: 3 batches
+    with pytest.raises(KeyConflict, match="'l3' already exists"):  # in the last batch
+        predictor.add_labels(texts, [f"n{i}" for i in range(6)] + ["l3"])
+    assert predictor.n_labels == 64 and not (folder / ADDED_LABELS).exists()
+    assert predictor.add_labels(texts) == [f"added-{row}" for row in range(64, 71)]
+    assert Predictor(folder, read_only=True).model.label_texts[64:] == texts
+
+
 def test_concurrent_calls_give_the_sequential_results(model_dir, texts):
     predictor = Predictor(model_dir, batch_size=8)
     chunks = [texts[i : i + 16] for i in range(0, len(texts), 16)]

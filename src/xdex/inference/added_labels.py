@@ -95,8 +95,9 @@ def check_new_key(key: str) -> None:
 
 
 def check_new_labels(texts: Sequence[str], keys: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
-    """``texts`` and ``keys`` of labels to add as lists, refused (``TypeError``/``ValueError``) when they break the
-    rules of new labels (module docstring); repeats and taken keys are :func:`new_keys`'s to find."""
+    """``texts`` and ``keys`` of labels to add as lists, refused (``TypeError``/``ValueError``, :class:`KeyConflict`
+    for a repeated key) when they break the rules of new labels (module docstring); taken keys are
+    :func:`new_keys`'s to find."""
     texts = check_texts(texts)
     for i, text in enumerate(texts):
         if len(text) > MAX_LABEL_TEXT_CHARS:
@@ -107,6 +108,9 @@ def check_new_labels(texts: Sequence[str], keys: Sequence[str] | None) -> tuple[
     if isinstance(keys, str):
         raise TypeError("keys must be a sequence of strings, not one string (wrap it in a list)")
     keys = list(keys)
+    if len(keys) != len(texts):
+        raise ValueError(f"{len(keys)} keys for {len(texts)} texts; give one key per text, or none")
+    seen: set[str] = set()
     for i, key in enumerate(keys):
         if not isinstance(key, str):
             raise TypeError(f"key {i} is a {type(key).__name__}, not a string")
@@ -114,6 +118,9 @@ def check_new_labels(texts: Sequence[str], keys: Sequence[str] | None) -> tuple[
             check_new_key(key)
         except ValueError as e:
             raise ValueError(f"key {i}: {e}") from None
+        if key in seen:
+            raise KeyConflict(f"label id {shown(key)} is given twice")
+        seen.add(key)
     return texts, keys
 
 

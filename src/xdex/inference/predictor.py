@@ -174,7 +174,9 @@ class Predictor:
             self._claim_writer()
             current = self._snapshot
             first = len(current.model.label_ids)
-            model = current.model.with_labels(texts, keys, self.batch_size)
+            model = current.model
+            for start, end in _batches(texts, self.batch_size, BATCH_CHARS):  # all published at once, below
+                model = model.with_labels(texts[start:end], None if keys is None else keys[start:end], self.batch_size)
             added = model.label_ids[first:]
             if added:
                 model.save_added(self.model_dir)
