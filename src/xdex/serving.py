@@ -356,7 +356,8 @@ def create_app(
     def health() -> dict:
         model = predictor.model
         added = len(model.label_ids) - model.n_trained
-        return {"status": "ok", "labels": len(model.label_ids), "added_labels": added, "read_only": not predictor.is_writer,
+        return {"status": "ok", "labels": len(model.label_ids), "added_labels": added,
+                "read_only": read_only or not predictor.is_writer,
                 "limits": {"max_texts": limits.max_texts, "max_k": MAX_K, "max_text_chars": limits.max_text_chars,
                            "max_body_bytes": limits.max_body_bytes},
                 "version": __version__}

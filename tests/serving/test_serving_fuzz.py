@@ -43,7 +43,8 @@ def requests(fields: dict) -> st.SearchStrategy[dict]:
     whole = st.fixed_dictionaries(fields)
     partial = st.fixed_dictionaries({}, optional=fields)
     extra = st.dictionaries(texts, values, min_size=1, max_size=2)
-    return st.one_of(whole, whole, whole, whole, whole, partial, st.tuples(whole, extra).map(lambda both: {**both[1], **both[0]}))
+    with_extra = st.tuples(whole, extra).map(lambda both: {**both[1], **both[0]})
+    return st.one_of(whole, whole, whole, whole, whole, partial, with_extra)
 
 
 def bodies(shaped: st.SearchStrategy[dict]) -> st.SearchStrategy[bytes]:
