@@ -8,46 +8,117 @@ best first; ``id`` is the label's key):
 * ``POST /labels``: add labels by their texts (zero-shot): ``{"texts": [...], "ids": [...]}`` in (``ids``
   optional; generated as ``added-<row>`` when left out), ``{"ids": [...]}`` out with status 201. The labels
   are saved in the model directory, then searchable at once. A taken or repeated id gets a 409 answer; a
-  server started read-only answers 403;
+  server that does not write answers 403 saying why (started ``read_only``, or another process holds the
+  model directory's writer lock); with a ``token``, a request without ``Authorization: Bearer <token>`` gets
+  401 before its body is read;
 * ``GET /labels/{id}``: a label's text;
-* ``GET /health``: liveness, the number of labels and how many of them were added after training;
-* ``GET /metrics``: request counts per endpoint and ``/predict`` latency percentiles (ms) over the
-  last ``LATENCY_WINDOW`` requests.
+* ``GET /health``: liveness, the number of labels and how many of them were added after training, whether the
+  server adds labels, and its limits;
+* ``GET /metrics``: request counts per endpoint, requests refused before they reached one (by status), and
+  ``/predict`` latency percentiles (ms) over the last ``LATENCY_WINDOW`` requests.
 
-Requests are validated by their schema: an empty or blank text, ``k`` out of ``[1, MAX_K]``, more than
-``MAX_TEXTS`` texts, ``ids`` not matching ``texts`` or a wrong type get a 422 answer that names the field.
+Requests are validated by their schema, with strict types (``"k": "5"``, ``"k": true`` or ``"k": 1e400`` are not
+numbers): an empty or blank text, a text over ``Limits.max_text_chars`` characters or with a lone surrogate,
+``k`` out of ``[1, MAX_K]``, more than ``Limits.max_texts`` texts, ``ids`` not matching ``texts``, an unknown
+field or a wrong type get a 422 answer that names the field and the rule, never the input. A body over
+``Limits.max_body_bytes`` gets 413 as soon as that is known: at once from its ``Content-Length``, else when the
+count of received bytes passes it, without reading the rest; a body that does not arrive within
+``Limits.timeout_read`` seconds gets 408. :func:`make_server` adds uvicorn's connection limits and timeouts.
 Needs the ``serve`` extra.
 """
 
-from __future__ import annotations
-
+import asyncio
+import hmac
+import json
 import logging
+import stat
 import threading
 import time
 from collections import Counter, deque
-from typing import Annotated
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Request
-from pydantic import BaseModel, Field, StringConstraints, ValidationInfo, field_validator
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xdex import __version__
-from xdex.inference.added_labels import KeyConflict
-from xdex.inference.predictor import Predictor
+from xdex.inference.added_labels import MAX_KEY_CHARS, MAX_LABEL_TEXT_CHARS, KeyConflict, check_new_key, shown
+from xdex.inference.predictor import Predictor, ReadOnlyError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 logger = logging.getLogger(__name__)
 
 MAX_TEXTS = 1024  # texts per request
 MAX_K = 1000  # labels per text
+MAX_TEXT_CHARS = 10_000  # characters per text; about 20 per token of the longest encoder input (512 tokens)
+MAX_BODY_BYTES = 4 * 1024 * 1024  # MAX_TEXTS texts of 512 tokens at about 6 bytes of JSON per token: 3.1 MB
+TIMEOUT_READ = 20.0  # seconds to send a request's head, then its body
+TIMEOUT_KEEP_ALIVE = 5.0  # seconds an idle connection is kept open
+LIMIT_CONCURRENCY = 128  # connections and requests at once
 LATENCY_WINDOW = 10_000  # /predict latencies kept for the percentiles
+MAX_ERRORS = 20  # validation errors listed in a 422 answer
+MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
+TOKEN_ENV = "XDEX_SERVE_TOKEN"
+MIN_TOKEN_CHARS = 16
 
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-LabelId = Annotated[str, StringConstraints(min_length=1)]
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may ask of the server (module docstring and docs/serving.md, "Security")."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_text_chars: int = MAX_TEXT_CHARS
+    max_texts: int = MAX_TEXTS
+    timeout_read: float = TIMEOUT_READ
+    timeout_keep_alive: float = TIMEOUT_KEEP_ALIVE
+    limit_concurrency: int | None = LIMIT_CONCURRENCY
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
 
 
-class PredictRequest(BaseModel):
-    texts: list[Text] = Field(min_length=1, max_length=MAX_TEXTS, description="texts to label")
-    k: int = Field(10, ge=1, le=MAX_K, description="labels per text")
+def _check_id(value: str) -> str:
+    check_new_key(value)
+    return value
+
+
+def _request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The request bodies of ``POST /predict`` and ``POST /labels`` under ``limits``."""
+    Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=limits.max_text_chars)]
+    LabelText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                                 max_length=min(limits.max_text_chars, MAX_LABEL_TEXT_CHARS))]
+    LabelId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS), AfterValidator(_check_id)]
+
+    class PredictRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        texts: list[Text] = Field(min_length=1, max_length=limits.max_texts, description="texts to label")
+        k: int = Field(10, ge=1, le=MAX_K, description="labels per text")
+
+    class AddLabelsRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        texts: list[LabelText] = Field(min_length=1, max_length=limits.max_texts,
+                                       description="texts of the new labels")
+        ids: list[LabelId] | None = Field(None, description="their ids, one per text (default: generated)")
+
+        @field_validator("ids")
+        @classmethod
+        def one_per_text(cls, ids: list[str] | None, info: ValidationInfo) -> list[str] | None:
+            texts = info.data.get("texts")
+            if ids is not None and texts is not None and len(ids) != len(texts):
+                raise ValueError(f"{len(ids)} ids for {len(texts)} texts; give one id per text, or none")
+            return ids
+
+    return PredictRequest, AddLabelsRequest
 
 
 class ScoredLabelOut(BaseModel):
@@ -65,34 +136,28 @@ class LabelOut(BaseModel):
     text: str
 
 
-class AddLabelsRequest(BaseModel):
-    texts: list[Text] = Field(min_length=1, max_length=MAX_TEXTS, description="texts of the new labels")
-    ids: list[LabelId] | None = Field(None, description="their ids, one per text (default: generated)")
-
-    @field_validator("ids")
-    @classmethod
-    def one_per_text(cls, ids: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        texts = info.data.get("texts")
-        if ids is not None and texts is not None and len(ids) != len(texts):
-            raise ValueError(f"{len(ids)} ids for {len(texts)} texts; give one id per text, or none")
-        return ids
-
-
 class AddLabelsResponse(BaseModel):
     ids: list[str]
 
 
 class RequestStats:
-    """Request counts per endpoint and a bounded window of ``/predict`` latencies; safe across threads."""
+    """Request counts per endpoint, refusals by status and a bounded window of ``/predict`` latencies; safe
+    across threads."""
 
     def __init__(self, window: int = LATENCY_WINDOW):
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._refused: Counter[str] = Counter()
         self._latencies: deque[float] = deque(maxlen=window)
 
     def record(self, endpoint: str) -> None:
         with self._lock:
             self._counts[endpoint] += 1
+
+    def refuse(self, status: int) -> None:
+        """A request answered ``status`` before it reached an endpoint (body too large, too slow, no token)."""
+        with self._lock:
+            self._refused[str(status)] += 1
 
     def observe(self, seconds: float) -> None:
         """One ``/predict`` latency."""
@@ -101,23 +166,155 @@ class RequestStats:
 
     def snapshot(self) -> dict:
         with self._lock:
-            counts, latencies = dict(self._counts), np.array(self._latencies)
+            counts, refused, latencies = dict(self._counts), dict(self._refused), np.array(self._latencies)
         percentiles = {f"p{q}": float(np.percentile(latencies, q)) for q in (50, 95, 99)} if len(latencies) else {}
-        return {"requests": counts, "predict_latency_ms": percentiles, "latency_window": len(latencies)}
+        return {"requests": counts, "refused": refused, "predict_latency_ms": percentiles,
+                "latency_window": len(latencies)}
 
 
-def create_app(predictor: Predictor, read_only: bool = False) -> FastAPI:
-    """The API over ``predictor`` (its model is loaded once and shared by all requests); ``read_only`` turns
-    ``POST /labels`` off, for a model directory that must not change."""
+def _safe(value: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``value`` as a bounded string that JSON can carry (a lone surrogate becomes ``\\udxxx``)."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def validation_errors(errors: list[dict]) -> list[dict]:
+    """The errors of a 422 answer: where and what, never the input (it may be huge, or not even JSON-able)."""
+    out = [{"loc": [part if isinstance(part, int) else _safe(part, 64) for part in error.get("loc", ())],
+            "msg": _safe(error.get("msg", "")), "type": _safe(error.get("type", ""), 64)}
+           for error in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        out.append({"loc": [], "msg": f"and {len(errors) - MAX_ERRORS} more errors", "type": "too_many_errors"})
+    return out
+
+
+async def _answer(send: Send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """A small JSON answer ``{"detail": ...}`` that closes the connection (the rest of the body is not read)."""
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close"), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Body:
+    """The receive and send of one request, cut off with 413 when the body passes ``max_bytes`` and with 408 when
+    it is not complete within ``timeout`` seconds; the app then sees a disconnected client."""
+
+    def __init__(self, receive: Receive, send: Send, max_bytes: int, timeout: float):
+        self._receive, self._send = receive, send
+        self.max_bytes, self.timeout = max_bytes, timeout
+        self.deadline = asyncio.get_running_loop().time() + timeout
+        self.size = 0
+        self.complete = False
+        self.started = False
+        self.refused: int | None = None  # the status this wrapper answered with
+
+    async def receive(self) -> Message:
+        if self.refused is not None:
+            return {"type": "http.disconnect"}
+        if self.complete:  # e.g. listening for a disconnect while answering: no deadline
+            return await self._receive()
+        left = self.deadline - asyncio.get_running_loop().time()
+        try:
+            message = await asyncio.wait_for(self._receive(), timeout=max(left, 0.0))
+        except asyncio.TimeoutError:
+            await self._refuse(408, f"the request body did not arrive within {self.timeout:g} s")
+            return {"type": "http.disconnect"}
+        if message["type"] == "http.request":
+            self.size += len(message.get("body", b""))
+            if self.size > self.max_bytes:
+                await self._refuse(413, f"the request body is larger than {self.max_bytes} bytes")
+                return {"type": "http.disconnect"}
+            self.complete = not message.get("more_body", False)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused is not None:
+            return  # the client has its answer
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+    async def _refuse(self, status: int, detail: str) -> None:
+        if self.started:  # too late to answer: only cut the body off
+            self.complete = True
+            return
+        self.refused = status
+        await _answer(self._send, status, detail)
+
+
+class Guard:
+    """ASGI middleware in front of the API: a token for the write endpoint, the body limits, and counts."""
+
+    def __init__(self, app: ASGIApp, limits: Limits, token: str | None, stats: RequestStats):
+        self.app, self.limits, self.stats = app, limits, stats
+        self.token = None if token is None else token.encode("ascii")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, detail, headers = refusal
+            self.stats.refuse(status)
+            await _answer(send, status, detail, headers)
+            return
+        body = _Body(receive, send, self.limits.max_body_bytes, self.limits.timeout_read)
+        await self.app(scope, body.receive, body.send)
+        if body.refused is not None:
+            self.stats.refuse(body.refused)
+        else:
+            route = scope.get("route")
+            self.stats.record(getattr(route, "path_format", "unknown"))  # e.g. "/labels/{label_id}"
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]] | None:
+        """The answer to a request that is refused on its head alone, if it is."""
+        headers = Headers(scope=scope)
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if self.token is not None and scope["method"] not in ("GET", "HEAD", "OPTIONS") and path.startswith("/labels"):
+            scheme, _, credentials = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer":
+                return 401, "adding labels needs the header Authorization: Bearer <token>", \
+                    ((b"www-authenticate", b'Bearer realm="xdex"'),)
+            if not hmac.compare_digest(credentials.strip().encode("latin-1"), self.token):
+                return 401, "the token is not this server's", \
+                    ((b"www-authenticate", b'Bearer realm="xdex", error="invalid_token"'),)
+        length = headers.get("content-length")
+        if length is not None:
+            if not (length.isascii() and length.isdigit()):
+                return 400, "Content-Length is not a number of bytes", ()
+            if int(length) > self.limits.max_body_bytes:
+                return 413, f"the request body is larger than {self.limits.max_body_bytes} bytes", ()
+        return None
+
+
+def create_app(
+    predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None
+) -> FastAPI:
+    """The API over ``predictor`` (its model is loaded once and shared by all requests). ``read_only`` turns
+    ``POST /labels`` off, for a model directory that must not change; otherwise the app claims the predictor's
+    writer lock, and serves read-only with a warning when another process holds it. ``token``: the bearer token
+    that ``POST /labels`` needs (none: any client may add labels)."""
+    limits = limits or Limits()
+    if token is not None:
+        check_token(token, "the token")
+    if not read_only:
+        try:
+            predictor.claim_writer()
+        except ReadOnlyError as e:  # tried again on every POST /labels
+            logger.warning("%s; POST /labels answers 403 for now", e)
+    PredictRequest, AddLabelsRequest = _request_models(limits)
     app = FastAPI(title="xdex", version=__version__, description="Extreme multi-label classification with label text")
     stats = RequestStats()
+    app.add_middleware(Guard, limits=limits, token=token, stats=stats)
 
-    @app.middleware("http")
-    async def count(request: Request, call_next):
-        response = await call_next(request)
-        route = request.scope.get("route")
-        stats.record(getattr(route, "path_format", "unknown"))  # e.g. "/labels/{label_id}"
-        return response
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
     @app.post("/predict", response_model=PredictResponse)
     def predict(request: PredictRequest) -> PredictResponse:
@@ -131,18 +328,20 @@ def create_app(predictor: Predictor, read_only: bool = False) -> FastAPI:
     @app.post("/labels", response_model=AddLabelsResponse, status_code=201)
     def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:
         if read_only:
-            raise HTTPException(status_code=403, detail="this server is read-only: it does not add labels")
+            raise HTTPException(status_code=403, detail="this server is read-only (--read-only): it adds no labels")
         try:
             ids = predictor.add_labels(request.texts, request.ids)
+        except ReadOnlyError as e:
+            raise HTTPException(status_code=403, detail=str(e)) from None
         except KeyConflict as e:
             raise HTTPException(status_code=409, detail=str(e)) from None
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise HTTPException(status_code=422, detail=str(e)) from None
         except OSError as e:
             logger.error("could not save new labels in %s: %s", predictor.model_dir, e)
             raise HTTPException(status_code=500, detail=f"the labels could not be saved, none was added ({e})") \
                 from None
-        logger.info("added %d labels (%s ...)", len(ids), ids[0])
+        logger.info("added %d labels (%s ...)", len(ids), shown(ids[0]))
         return AddLabelsResponse(ids=ids)
 
     @app.get("/labels/{label_id:path}", response_model=LabelOut)
@@ -150,17 +349,116 @@ def create_app(predictor: Predictor, read_only: bool = False) -> FastAPI:
         try:
             _, text = predictor.label(label_id)
         except KeyError:
-            raise HTTPException(status_code=404, detail=f"no label with id {label_id!r}") from None
+            raise HTTPException(status_code=404, detail=f"no label with id {shown(label_id)}") from None
         return LabelOut(id=label_id, text=text)
 
     @app.get("/health")
     def health() -> dict:
         model = predictor.model
         added = len(model.label_ids) - model.n_trained
-        return {"status": "ok", "labels": len(model.label_ids), "added_labels": added, "version": __version__}
+        return {"status": "ok", "labels": len(model.label_ids), "added_labels": added,
+                "read_only": read_only or not predictor.is_writer,
+                "limits": {"max_texts": limits.max_texts, "max_k": MAX_K, "max_text_chars": limits.max_text_chars,
+                           "max_body_bytes": limits.max_body_bytes},
+                "version": __version__}
 
     @app.get("/metrics")
     def metrics() -> dict:
         return stats.snapshot()
 
     return app
+
+
+def check_token(token: str, source: str) -> None:
+    """Refuse (``ValueError``, naming ``source``, never the token) a token that a client could not send in an
+    ``Authorization`` header; warn about a short one."""
+    if not token:
+        raise ValueError(f"{source} is empty")
+    if not all(33 <= ord(c) <= 126 for c in token):
+        raise ValueError(f"{source} holds a character that is not printable ASCII (or a space); a token is sent in "
+                         "an HTTP header")
+    if len(token) < MIN_TOKEN_CHARS:
+        logger.warning("%s has %d characters; use at least %d (e.g. `openssl rand -hex 32`)", source, len(token),
+                       MIN_TOKEN_CHARS)
+
+
+def read_token(path: str | Path) -> str:
+    """The token in the file ``path`` (surrounding whitespace removed), checked (:func:`check_token`); a warning
+    when other users may read the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the token file ({e.strerror})") from None
+    try:
+        token = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: the token is not ASCII; a token is sent in an HTTP header") from None
+    check_token(token, f"the token in {path}")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        logger.warning("%s may be read by other users (mode %s); `chmod 600 %s`", path, stat.filemode(mode), path)
+    return token
+
+
+def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
+                log_level: str = "info") -> "uvicorn.Server":
+    """A uvicorn server of ``app`` with ``limits``' connection settings: at most ``limit_concurrency``
+    connections and requests at once (503 beyond), an idle connection closed after ``timeout_keep_alive``
+    seconds (a new one as well as one between requests), and a request's head to be complete within
+    ``timeout_read`` seconds of the connection opening or of the previous answer (else the connection is
+    closed). ``server.run()`` serves."""
+    import uvicorn
+
+    limits = limits or Limits()
+    config = uvicorn.Config(app, host=host, port=port, http=_h11_protocol(limits.timeout_read),
+                            timeout_keep_alive=limits.timeout_keep_alive, limit_concurrency=limits.limit_concurrency,
+                            log_level=log_level)
+    return uvicorn.Server(config)
+
+
+def _h11_protocol(timeout_read: float) -> type:
+    """uvicorn's h11 protocol with the two deadlines it lacks (:func:`make_server`)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class DeadlineH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _armed_for: object = None  # the request cycle answered when the timer was armed
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            # uvicorn arms its keep-alive timer only after an answer: a connection that never sends is idle too
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
+            self._arm()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._head_timer is not None and self.cycle is not self._armed_for:  # a new request's head is in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # before the next pipelined request is handled
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._armed_for = self.cycle
+            self._head_timer = self.loop.call_later(timeout_read, self._head_too_slow)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                logger.debug("closing a connection whose request head did not arrive within %g s", timeout_read)
+                self.transport.close()
+
+    return DeadlineH11Protocol

@@ -15,11 +15,16 @@ from xdex.encoders import BagOfEmbeddings
 from xdex.index import ExactIndex
 from xdex.inference.added_labels import (
     ADDED_LABELS,
+    MAX_KEY_CHARS,
+    MAX_LABEL_TEXT_CHARS,
     KeyConflict,
+    check_new_labels,
     check_texts,
     fingerprint,
     new_keys,
     read_added,
+    read_added_labels,
+    shown,
     with_added,
     write_added,
 )
@@ -126,6 +131,46 @@ def test_texts_are_checked():
                                   (["x", " \t"], ValueError, "text 1 is blank")]:
         with pytest.raises(error, match=message):
             check_texts(texts)
+
+
+def test_texts_with_a_lone_surrogate_are_refused():
+    with pytest.raises(ValueError, match="text 1 is not valid Unicode: a lone surrogate at character 2"):
+        check_texts(["ok", "ab\ud800c"])
+
+
+def test_new_labels_have_printable_bounded_ids_and_bounded_texts():
+    texts, keys = check_new_labels(iter(["one", "two"]), iter(["new/1", "new 2"]))
+    assert (texts, keys) == (["one", "two"], ["new/1", "new 2"])
+    assert check_new_labels(["x" * MAX_LABEL_TEXT_CHARS], ["k" * MAX_KEY_CHARS])[1] == ["k" * MAX_KEY_CHARS]
+    for key, message in [("a\nb", "not printable"), ("nul\x00", "not printable"), ("a\u2028b", "not printable"),
+                         ("\ud800", "not printable"), ("k" * (MAX_KEY_CHARS + 1), "longer than 256"),
+                         (" k", "surrounding whitespace"), ("", "non-empty"), (".", "path segment"),
+                         ("a/../b", "path segment"), ("a/.", "path segment")]:
+        with pytest.raises(ValueError, match=f"key 0: label id .*{message}"):
+            check_new_labels(["x"], [key])
+    with pytest.raises(ValueError, match=f"text 0 has {MAX_LABEL_TEXT_CHARS + 1} characters"):
+        check_new_labels(["x" * (MAX_LABEL_TEXT_CHARS + 1)], None)
+    with pytest.raises(TypeError, match="key 0 is a int"):
+        check_new_labels(["x"], [3])
+    assert check_new_labels(["x"], ["a.b/..c"]) == (["x"], ["a.b/..c"])  # dots inside a segment are fine
+    with pytest.raises(KeyConflict, match="'n' is given twice"):
+        check_new_labels(["x", "y"], ["n", "n"])
+    with pytest.raises(ValueError, match="1 keys for 2 texts"):
+        check_new_labels(["x", "y"], ["n"])
+
+
+def test_ids_are_shown_escaped_and_bounded():
+    assert shown("a\nb") == "'a\\nb'" and shown("\ud800") == "'\\ud800'"
+    assert shown("x" * 100) == repr("x" * 60) + " ... (100 characters)"
+
+
+def test_files_written_before_the_new_id_rules_still_load(tmp_path):
+    trained, vectors = ["a"], np.ones((2, 2), np.float32)
+    owner = fingerprint({}, {}, trained)
+    write_added(tmp_path, ["line\nbreak", "."], ["one", "two"], vectors, "de", 1, owner)
+    assert read_added(tmp_path, trained, owner, "de", 2).keys == ["line\nbreak", "."]
+    assert read_added_labels(tmp_path) == (["line\nbreak", "."], ["one", "two"])
+    assert read_added_labels(tmp_path / "nowhere") == ([], [])
 
 
 def test_merge_with_added_labels_by_hand():

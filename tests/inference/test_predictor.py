@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ranking_asserts import assert_same_ranking
 
 import xdex
 from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
 from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
+from xdex.inference import predictor as predictor_module
+from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError, _batches
 
+NO_LOCKS = pytest.mark.skipif(sys.platform == "win32", reason="no file locks on Windows")
 TRAINED_FILES = ("labels.jsonl", "label_embeddings.npy", "index/index.json", "index/vectors.npy", "meta.json")
 
 
@@ -59,6 +65,41 @@ def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):
     for i in (0, 6, 7, 19):
         alone = predictor.predict([texts[i]], k=3)[0]
         assert_same_ranking(*as_arrays([alone]), *as_arrays([batched[i]]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 50), max_size=30), size=st.integers(1, 8), chars=st.integers(1, 100))
+def test_batches_hold_at_most_size_texts_and_chars_characters(lengths, size, chars):
+    texts = ["x" * n for n in lengths]
+    slices = _batches(texts, size, chars)
+    assert [i for start, end in slices for i in range(start, end)] == list(range(len(texts)))
+    for start, end in slices:
+        assert 1 <= end - start <= size
+        assert end - start == 1 or sum(lengths[start:end]) <= chars
+
+
+def test_long_texts_are_encoded_in_smaller_batches_with_the_same_results(model_dir, texts, monkeypatch):
+    long = [" ".join([text] * 50)[:1000] for text in texts[:12]]  # 1,000 characters each
+    whole = Predictor(model_dir).predict(long, k=3)
+    calls = []
+    monkeypatch.setattr(predictor_module, "BATCH_CHARS", 3000)
+    monkeypatch.setattr(DualEncoderModel, "predict", lambda self, batch, k, original=DualEncoderModel.predict:
+                        calls.append(len(batch)) or original(self, batch, k))
+    split = Predictor(model_dir).predict(long, k=3)
+    assert calls == [3, 3, 3, 3]
+    assert_same_ranking(*as_arrays(split), *as_arrays(whole))
+
+
+def test_long_labels_are_added_in_batches_all_or_nothing(copy_model, monkeypatch):
+    folder = copy_model("ngame")
+    predictor = Predictor(folder)
+    monkeypatch.setattr(predictor_module, "BATCH_CHARS", 3000)
+    texts = [f"label {i} " + "word " * 200 for i in range(7)]  # about 1,000 characters each: 3 batches
+    with pytest.raises(KeyConflict, match="'l3' already exists"):  # in the last batch
+        predictor.add_labels(texts, [f"n{i}" for i in range(6)] + ["l3"])
+    assert predictor.n_labels == 64 and not (folder / ADDED_LABELS).exists()
+    assert predictor.add_labels(texts) == [f"added-{row}" for row in range(64, 71)]
+    assert Predictor(folder, read_only=True).model.label_texts[64:] == texts
 
 
 def test_concurrent_calls_give_the_sequential_results(model_dir, texts):
@@ -109,6 +150,7 @@ def test_an_added_label_is_found_by_its_text_and_survives_a_restart(copy_model, 
     assert best.score == pytest.approx(1.0, abs=1e-5)  # the cosine of a text with itself
     assert predictor.label("added-64") == (64, text) and predictor.n_labels == 65
     assert digests(folder) == before  # the trained files are never rewritten
+    predictor.close()  # as when its process ends: the next writer may start
     restarted = Predictor(folder)
     assert restarted.n_labels == 65 and restarted.label("added-64") == (64, text)
     assert restarted.predict([text], k=1)[0][0].key == "added-64"
@@ -234,3 +276,40 @@ def test_concurrent_additions_and_predictions_lose_nothing(copy_model, toy):
     restarted = Predictor(folder)
     assert restarted.model.label_ids == predictor.model.label_ids
     assert restarted.model.label_texts == predictor.model.label_texts
+
+
+def test_predicting_takes_no_lock_and_a_read_only_predictor_adds_nothing(copy_model):
+    model_dir = copy_model("ngame")
+    predictor = Predictor(model_dir, read_only=True)
+    predictor.predict(["a text"], k=2)
+    assert not (model_dir / WRITER_LOCK).exists()
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        predictor.add_labels(["a label"])
+    assert not predictor.is_writer and Predictor(model_dir).add_labels(["a label"]) == ["added-64"]
+
+
+@NO_LOCKS
+def test_a_directory_where_the_lock_cannot_be_made_is_read_only(copy_model):
+    model_dir = copy_model("ngame")
+    (model_dir / WRITER_LOCK).mkdir()  # open() fails on it, as on a read-only file system
+    predictor = Predictor(model_dir)
+    with pytest.raises(ReadOnlyError, match="cannot open the writer lock"):
+        predictor.add_labels(["a label"])
+    assert predictor.n_labels == 64
+
+
+@NO_LOCKS
+def test_a_second_predictor_of_a_directory_cannot_add_until_the_first_is_closed(copy_model):
+    folder = copy_model("ngame")
+    first, second = Predictor(folder), Predictor(folder)
+    second.claim_writer()
+    with pytest.raises(ReadOnlyError, match="this process"):
+        first.add_labels(["a label"])
+    assert second.is_writer and not first.is_writer
+    second.close()
+    assert first.add_labels(["a label"]) == ["added-64"] and first.is_writer
+
+
+def test_a_lone_surrogate_is_a_named_error(model_dir):
+    with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
+        Predictor(model_dir).predict(["ok", "bad \ud800"], k=2)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +13,10 @@ import typer
 from xdex.cli.evaluate import SEARCH_HELP
 
 logger = logging.getLogger(__name__)
+
+# the defaults of xdex.serving.Limits, which needs the serve extra to be imported
+MAX_BODY_BYTES, MAX_TEXT_CHARS, MAX_TEXTS = 4 * 1024 * 1024, 10_000, 1024
+TIMEOUT_READ, TIMEOUT_KEEP_ALIVE, LIMIT_CONCURRENCY = 20.0, 5.0, 128
 
 
 def register(app: typer.Typer) -> None:
@@ -22,18 +28,60 @@ def register(app: typer.Typer) -> None:
         search: Optional[str] = typer.Option(None, "--search", help=SEARCH_HELP),
         read_only: bool = typer.Option(
             False, "--read-only", help="Refuse POST /labels (403), so the model directory is never written."),
+        token_file: Optional[Path] = typer.Option(
+            None, "--token-file",
+            help="File holding the token that POST /labels needs (Authorization: Bearer <token>; 401 without). "
+                 "Default: the XDEX_SERVE_TOKEN environment variable; neither: any client may add labels."),
+        max_body_bytes: int = typer.Option(
+            MAX_BODY_BYTES, "--max-body-bytes", min=1, help="Largest request body (413 beyond)."),
+        max_text_chars: int = typer.Option(
+            MAX_TEXT_CHARS, "--max-text-chars", min=1,
+            help="Longest text in characters (422 beyond); the encoder reads its first max_length tokens."),
+        max_texts: int = typer.Option(MAX_TEXTS, "--max-texts", min=1, help="Most texts in one request (422 beyond)."),
+        timeout_read: float = typer.Option(
+            TIMEOUT_READ, "--timeout-read", min=0.1,
+            help="Seconds a client has to send a request's head (else the connection is closed), then its body "
+                 "(else 408)."),
+        timeout_keep_alive: float = typer.Option(
+            TIMEOUT_KEEP_ALIVE, "--timeout-keep-alive", min=0.1, help="Seconds before an idle connection is closed."),
+        limit_concurrency: int = typer.Option(
+            LIMIT_CONCURRENCY, "--limit-concurrency", min=1,
+            help="Most connections and requests at once (503 beyond)."),
     ) -> None:
         """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health and GET /metrics (OpenAPI schema at
-        /docs). Labels added with POST /labels are saved in MODEL_DIR (added_labels.npz) and kept on restart;
-        only one server should add labels to a model directory."""
+        /docs). Labels added with POST /labels are saved in MODEL_DIR (added_labels.npz) and kept on restart.
+        One server at a time adds labels to a model directory: a second one serves read-only, with a warning.
+        See docs/serving.md, "Security", for what is exposed and how to put the server behind a proxy."""
         try:
-            import uvicorn
-
-            from xdex.serving import create_app
+            from xdex.serving import TOKEN_ENV, Limits, check_token, create_app, make_server, read_token
         except ImportError as e:
             raise ValueError(f"`xdex serve` needs the serve extra: pip install 'xdex[serve]' ({e})") from None
         from xdex.inference.predictor import Predictor
 
-        app_ = create_app(Predictor(model_dir, search=search), read_only=read_only)
-        logger.info("serving %s on http://%s:%d%s", model_dir, host, port, " (read-only)" if read_only else "")
-        uvicorn.run(app_, host=host, port=port, log_level="info")
+        limits = Limits(max_body_bytes=max_body_bytes, max_text_chars=max_text_chars, max_texts=max_texts,
+                        timeout_read=timeout_read, timeout_keep_alive=timeout_keep_alive,
+                        limit_concurrency=limit_concurrency)
+        token = None
+        if token_file is not None:
+            token = read_token(token_file)
+        elif os.environ.get(TOKEN_ENV) is not None:
+            token = os.environ[TOKEN_ENV].strip()
+            check_token(token, f"the token in ${TOKEN_ENV}")
+        predictor = Predictor(model_dir, search=search, read_only=read_only)
+        app_ = create_app(predictor, read_only=read_only, limits=limits, token=token)
+        if predictor.is_writer and token is None and not _loopback(host):
+            logger.warning("any client that reaches %s can add labels to %s: give a token (--token-file or $%s) or "
+                           "--read-only", host, model_dir, TOKEN_ENV)
+        mode = " (read-only)" if not predictor.is_writer else " (POST /labels needs the token)" if token else ""
+        logger.info("serving %s on http://%s:%d%s", model_dir, host, port, mode)
+        make_server(app_, host=host, port=port, limits=limits).run()
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

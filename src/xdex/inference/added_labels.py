@@ -12,7 +12,11 @@ The trained files of a model directory are never rewritten: the added labels liv
 
 Keys are given by the caller or generated as ``added-<row>`` (the label's row in the catalogue), with
 ``-2``, ``-3``, ... appended in the rare case that this key is taken; a generated key never equals an
-existing one. A key is a non-empty string without surrounding whitespace; texts must not be blank.
+existing one. A key is a non-empty string without surrounding whitespace; texts must not be blank or hold
+a lone surrogate (text that is not valid Unicode). A label added from now on (:func:`check_new_labels`) also
+has a printable key of at most ``MAX_KEY_CHARS`` characters (no newline or other control character, and no
+path segment ``.`` or ``..``, so that it can be fetched back by URL and logged) and a text of at most
+``MAX_LABEL_TEXT_CHARS`` characters; files written before these rules are still read.
 
 Added labels are searched exactly, apart from the trained index, and the two top-k lists merged; ties
 go to the lower row, so over an exact index the result is that of one exact search over all labels.
@@ -35,6 +39,8 @@ from xdex.metrics.ranking import Ranking
 
 ADDED_LABELS = "added_labels.npz"
 KEY_PREFIX = "added-"
+MAX_KEY_CHARS = 256  # characters of a new label's key
+MAX_LABEL_TEXT_CHARS = 10_000  # characters of a new label's text; encoders read far fewer (their max_length)
 
 
 class KeyConflict(ValueError):
@@ -50,8 +56,15 @@ class AddedLabels:
     vectors: np.ndarray | None
 
 
+def shown(value: str, limit: int = 60) -> str:
+    """``value`` quoted for a message or a log line: ``repr`` (control characters and lone surrogates escaped, so
+    a line cannot be forged) of at most its first ``limit`` characters."""
+    return repr(value[:limit]) + (f" ... ({len(value)} characters)" if len(value) > limit else "")
+
+
 def check_texts(texts: Sequence[str], blank_ok: bool = False) -> list[str]:
-    """``texts`` as a list, refused when one is not a string or (unless ``blank_ok``) is blank."""
+    """``texts`` as a list, refused when one is not a string, holds a lone surrogate or (unless ``blank_ok``) is
+    blank."""
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string (wrap it in a list)")
     out = list(texts)
@@ -60,7 +73,55 @@ def check_texts(texts: Sequence[str], blank_ok: bool = False) -> list[str]:
             raise TypeError(f"text {i} is a {type(text).__name__}, not a string")
         if not blank_ok and not text.strip():
             raise ValueError(f"text {i} is blank")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"text {i} is not valid Unicode: a lone surrogate at character {e.start}") from None
     return out
+
+
+def check_new_key(key: str) -> None:
+    """Refuse (``ValueError``) a key that a new label may not have (module docstring)."""
+    if not key or key != key.strip():
+        raise ValueError(f"label id {shown(key)} must be a non-empty string without surrounding whitespace")
+    if len(key) > MAX_KEY_CHARS:
+        raise ValueError(f"label id {shown(key)} is longer than {MAX_KEY_CHARS} characters")
+    if not key.isprintable():
+        raise ValueError(f"label id {shown(key)} holds a character that is not printable (a control character, "
+                         "a line break or a lone surrogate)")
+    if {".", ".."} & set(key.split("/")):
+        raise ValueError(f"label id {shown(key)} has a path segment '.' or '..', which URLs drop (GET /labels/{{id}} "
+                         "could not find it)")
+
+
+def check_new_labels(texts: Sequence[str], keys: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
+    """``texts`` and ``keys`` of labels to add as lists, refused (``TypeError``/``ValueError``, :class:`KeyConflict`
+    for a repeated key) when they break the rules of new labels (module docstring); taken keys are
+    :func:`new_keys`'s to find."""
+    texts = check_texts(texts)
+    for i, text in enumerate(texts):
+        if len(text) > MAX_LABEL_TEXT_CHARS:
+            raise ValueError(f"text {i} has {len(text)} characters; a label's text may have at most "
+                             f"{MAX_LABEL_TEXT_CHARS}")
+    if keys is None:
+        return texts, None
+    if isinstance(keys, str):
+        raise TypeError("keys must be a sequence of strings, not one string (wrap it in a list)")
+    keys = list(keys)
+    if len(keys) != len(texts):
+        raise ValueError(f"{len(keys)} keys for {len(texts)} texts; give one key per text, or none")
+    seen: set[str] = set()
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise TypeError(f"key {i} is a {type(key).__name__}, not a string")
+        try:
+            check_new_key(key)
+        except ValueError as e:
+            raise ValueError(f"key {i}: {e}") from None
+        if key in seen:
+            raise KeyConflict(f"label id {shown(key)} is given twice")
+        seen.add(key)
+    return texts, keys
 
 
 def new_keys(count: int, first_row: int, taken: Collection[str], keys: Sequence[str] | None = None) -> list[str]:
@@ -85,11 +146,11 @@ def new_keys(count: int, first_row: int, taken: Collection[str], keys: Sequence[
         if not isinstance(key, str):
             raise TypeError(f"key {i} is a {type(key).__name__}, not a string")
         if not key or key != key.strip():
-            raise ValueError(f"key {i} ({key!r}) must be a non-empty string without surrounding whitespace")
+            raise ValueError(f"key {i} ({shown(key)}) must be a non-empty string without surrounding whitespace")
         if key in taken:
-            raise KeyConflict(f"label id {key!r} already exists")
+            raise KeyConflict(f"label id {shown(key)} already exists")
         if key in seen:
-            raise KeyConflict(f"label id {key!r} is given twice")
+            raise KeyConflict(f"label id {shown(key)} is given twice")
         seen.add(key)
     return out
 
@@ -130,6 +191,31 @@ def write_added(
                  vectors=np.ascontiguousarray(vectors, dtype=np.float32))
 
 
+def read_added_labels(folder: str | Path) -> tuple[list[str], list[str]]:
+    """Keys and texts of the labels in ``folder/added_labels.npz`` as written (empty lists when there is none),
+    without their vectors or any check against a model."""
+    path = Path(folder) / ADDED_LABELS
+    if not path.is_file():
+        return [], []
+    header, _ = _read_file(path, vectors=False)
+    return header["keys"], header["texts"]
+
+
+def _read_file(path: Path, vectors: bool = True) -> tuple[dict, np.ndarray | None]:
+    """The header and (when ``vectors``) the vectors of a file of added labels; ``ValueError`` when unreadable."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            header = json.loads(data["labels"].tobytes().decode("utf-8"))
+            array = data["vectors"] if vectors else None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a readable file of added labels ({type(e).__name__}: {e})") from None
+    fields = {"keys", "texts", "n_trained", "search", "model"}
+    if not isinstance(header, dict) or not fields <= header.keys():
+        raise ValueError(f"{path}: not a readable file of added labels (its header lacks one of "
+                         f"{', '.join(sorted(fields))})")
+    return header, array
+
+
 def read_added(
     folder: str | Path, trained_keys: Sequence[str], model: str, search: str, dim: int
 ) -> AddedLabels | None:
@@ -139,13 +225,9 @@ def read_added(
     path = Path(folder) / ADDED_LABELS
     if not path.is_file():
         return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            header, vectors = json.loads(data["labels"].tobytes().decode("utf-8")), data["vectors"]
-        keys, texts, n_trained = header["keys"], header["texts"], header["n_trained"]
-        mode, owner = header["search"], header["model"]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
-        raise ValueError(f"{path}: not a readable file of added labels ({type(e).__name__}: {e})") from None
+    header, vectors = _read_file(path)
+    keys, texts, n_trained = header["keys"], header["texts"], header["n_trained"]
+    mode, owner = header["search"], header["model"]
     if n_trained != len(trained_keys):
         raise ValueError(f"{path}: written for a model of {n_trained} trained labels, but this model has "
                          f"{len(trained_keys)}; the file belongs to another model")

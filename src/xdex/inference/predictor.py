@@ -1,8 +1,10 @@
 """A predictor for applications: load a model directory once, then rank labels for texts, and add labels.
 
 ``Predictor(model_dir).predict(texts, k)`` gives, for each text, its ``k`` best labels with their
-row, key, text and score, best first. Texts are encoded in batches of ``batch_size``; a text's result
-does not depend on the other texts of the call (up to floating-point rounding).
+row, key, text and score, best first. Texts are encoded in batches of ``batch_size`` texts and at most
+``BATCH_CHARS`` characters (the tokenizer holds every token of a text, also those past the encoder's
+``max_length``, while it encodes a batch: long texts in large batches would cost hundreds of MB); a text's
+result does not depend on the other texts of the call (up to floating-point rounding).
 
 ``add_labels(texts)`` adds labels known by their texts alone (zero-shot, see
 :mod:`xdex.inference.added_labels`): they are searchable at once and saved in the model directory, so a
@@ -11,12 +13,20 @@ predictor loaded later has them too.
 Several threads may predict and add labels at once. Each call reads one snapshot of the model (its
 catalogue and index), taken when it starts; an addition builds the next snapshot under a lock, saves it,
 then swaps it in, so a prediction never sees a half-added label and concurrent additions all survive.
-Only one process should add labels to a model directory (a second one would not see the first one's
-labels, and the last to write would win).
+
+One predictor at a time adds labels to a model directory (a second writer would not see the first one's
+labels, and the last to write would win). The first addition (or :meth:`Predictor.claim_writer`) takes an
+exclusive lock on ``MODEL_DIR/.xdex-writer.lock`` (``flock``, released when the predictor is closed or its
+process ends, however it ends) and checks that the labels added on disk are still those this predictor
+loaded. Any other predictor of the directory, in this process or another, then predicts but cannot add:
+:class:`ReadOnlyError` says why. Predicting takes no lock and writes nothing. Where ``fcntl`` is missing
+(Windows), there is no lock and the rule is the user's to keep.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,9 +34,62 @@ from pathlib import Path
 
 import numpy as np
 
-from xdex.inference.added_labels import check_texts
+from xdex.inference.added_labels import ADDED_LABELS, check_new_labels, check_texts, read_added_labels
 from xdex.inference.model import DualEncoderModel
 from xdex.metrics.ranking import Ranking
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+logger = logging.getLogger(__name__)
+
+WRITER_LOCK = ".xdex-writer.lock"
+BATCH_CHARS = 1 << 18  # characters per batch of texts to encode: about 20 MB of tokens
+
+
+class ReadOnlyError(RuntimeError):
+    """This predictor cannot add labels: it was opened read-only, another predictor adds labels to its model
+    directory, or the directory changed since it was loaded."""
+
+
+class _WriterLock:
+    """An exclusive advisory lock on ``folder/.xdex-writer.lock``, held until :meth:`close` or the end of the
+    process; the file holds the holder's process id, for messages."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / WRITER_LOCK
+        self._file = None
+        if fcntl is None:
+            logger.warning("no file locks on this platform: make sure that only one process adds labels to %s",
+                           folder)
+            return
+        try:
+            file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (open as long as the lock is held)
+        except OSError as e:
+            raise ReadOnlyError(f"cannot open the writer lock {self.path} ({e.strerror}), so no label can be "
+                                "added") from None
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.seek(0)
+            holder = file.read(20).strip()
+            file.close()
+            who = "another process"
+            if holder.isdigit():
+                who = "this process (another predictor)" if holder == str(os.getpid()) else f"process {holder}"
+            raise ReadOnlyError(f"{folder} is read-only here: labels are added to it by {who}, which holds "
+                                f"{self.path}; only one writer at a time, so that no added label is lost") from None
+        file.truncate(0)
+        file.write(str(os.getpid()))
+        file.flush()
+        self._file = file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()  # releases the lock
+            self._file = None
 
 
 @dataclass(frozen=True)
@@ -50,8 +113,11 @@ class _Snapshot:
 class Predictor:
     """Ranks the labels of a trained model directory for texts (see the module docstring)."""
 
-    def __init__(self, model_dir: str | Path, batch_size: int = 1024, search: str | None = None):
-        """``search``: another search mode of the model (e.g. ``"de"``), else the model's own."""
+    def __init__(
+        self, model_dir: str | Path, batch_size: int = 1024, search: str | None = None, read_only: bool = False
+    ):
+        """``search``: another search mode of the model (e.g. ``"de"``), else the model's own; ``read_only``: never
+        add labels (nor take the writer lock)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.model_dir = Path(model_dir)
@@ -59,7 +125,9 @@ class Predictor:
         model = model if search is None else model.with_search(search)
         model.net.eval()
         self.batch_size = batch_size
+        self.read_only = read_only
         self._lock = threading.Lock()
+        self._writer: _WriterLock | None = None
         self._snapshot = _Snapshot(model, {key: row for row, key in enumerate(model.label_ids)})
 
     @property
@@ -95,17 +163,64 @@ class Predictor:
         """Add labels known by their texts alone and return their keys (``keys`` when given, else generated).
 
         They are saved to the model directory before they become searchable; bad texts or keys raise
-        ``TypeError``/``ValueError`` (``KeyConflict`` for a key that is taken or repeated) and add nothing.
+        ``TypeError``/``ValueError`` (``KeyConflict`` for a key that is taken or repeated; see
+        :func:`~xdex.inference.added_labels.check_new_labels` for the rules) and add nothing, and so does a
+        predictor that cannot write (:class:`ReadOnlyError`, see the module docstring).
         """
+        texts, keys = check_new_labels(texts, keys)
+        if not texts:
+            return []
         with self._lock:
+            self._claim_writer()
             current = self._snapshot
             first = len(current.model.label_ids)
-            model = current.model.with_labels(texts, keys, self.batch_size)
+            model = current.model
+            for start, end in _batches(texts, self.batch_size, BATCH_CHARS):  # all published at once, below
+                model = model.with_labels(texts[start:end], None if keys is None else keys[start:end], self.batch_size)
             added = model.label_ids[first:]
             if added:
                 model.save_added(self.model_dir)
                 self._snapshot = _Snapshot(model, {**current.rows, **{key: first + i for i, key in enumerate(added)}})
         return added
+
+    @property
+    def is_writer(self) -> bool:
+        """Whether this predictor holds its model directory's writer lock (it has added labels, or claimed it)."""
+        return self._writer is not None
+
+    def claim_writer(self) -> None:
+        """Become the one predictor that adds labels to the model directory, as the first :meth:`add_labels` does;
+        :class:`ReadOnlyError` when it cannot (module docstring). Holding the lock from the start saves a server
+        from finding out at its first addition."""
+        with self._lock:
+            self._claim_writer()
+
+    def close(self) -> None:
+        """Release the writer lock, if held: another predictor may then add labels; this one is read-only."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            self.read_only = True
+
+    def _claim_writer(self) -> None:
+        """:meth:`claim_writer`, under ``self._lock``."""
+        if self._writer is not None:
+            return
+        if self.read_only:
+            raise ReadOnlyError(f"this predictor of {self.model_dir} is read-only: it adds no labels")
+        writer = _WriterLock(self.model_dir)
+        model = self.model
+        try:
+            on_disk = read_added_labels(self.model_dir)
+        except ValueError:
+            writer.close()
+            raise
+        if on_disk != (model.label_ids[model.n_trained :], model.label_texts[model.n_trained :]):
+            writer.close()
+            raise ReadOnlyError(f"{self.model_dir / ADDED_LABELS} was changed by another process since this "
+                                "predictor loaded it; load the model again to add labels")
+        self._writer = writer
 
     def _rank(self, model: DualEncoderModel, texts: Sequence[str], k: int) -> Ranking:
         texts = check_texts(texts, blank_ok=True)
@@ -113,5 +228,19 @@ class Predictor:
             raise ValueError(f"k must be at least 1, got {k}")
         if not texts:
             return Ranking(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
-        parts = [model.predict(texts[i : i + self.batch_size], k) for i in range(0, len(texts), self.batch_size)]
+        parts = [model.predict(texts[start:end], k) for start, end in _batches(texts, self.batch_size, BATCH_CHARS)]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+
+def _batches(texts: Sequence[str], size: int, chars: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, end)`` slices of ``texts``, each of at most ``size`` texts and, unless it is one
+    text, at most ``chars`` characters."""
+    out, start, total = [], 0, 0
+    for i, text in enumerate(texts):
+        if i > start and (i - start == size or total + len(text) > chars):
+            out.append((start, i))
+            start, total = i, 0
+        total += len(text)
+    if start < len(texts):
+        out.append((start, len(texts)))
+    return out

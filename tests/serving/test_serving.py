@@ -2,58 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from xdex.data.synthetic import memorisation_task
 from xdex.inference import DualEncoderModel, Predictor
-from xdex.methods.recipe import load_recipe, train
 
-fastapi = pytest.importorskip("fastapi")
+pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from xdex.serving import MAX_K, MAX_TEXTS, create_app  # noqa: E402
-
-TINY = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=0",
-        "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]
-
-
-@pytest.fixture(scope="module")
-def toy():
-    """64 labels of 4 words from a 60-word vocabulary (DEXML's memorisation task)."""
-    return memorisation_task(n=64, length=4, vocab_size=60, seed=1)
-
-
-@pytest.fixture(scope="module")
-def trained(toy, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve") / "model"
-    train(toy, load_recipe("ngame", overrides=TINY), out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def predictor(trained):
-    return Predictor(trained)
-
-
-@pytest.fixture(scope="module")
-def client(predictor):
-    return TestClient(create_app(predictor, read_only=True))
-
-
-@pytest.fixture()
-def model_dir(trained, tmp_path):
-    """A copy of the trained model that a test may add labels to."""
-    return shutil.copytree(trained, tmp_path / "model")
-
-
-@pytest.fixture()
-def new_text(toy):
-    """A text that is no label's: the first two words of label 0 and the last two of label 1."""
-    return " ".join(toy.labels.texts[0].split()[:2] + toy.labels.texts[1].split()[2:])
 
 
 def test_predict_returns_the_predictor_ranking_in_the_wire_format(client, predictor, toy):
@@ -126,9 +85,10 @@ def test_an_added_label_is_found_by_its_text_and_kept_on_restart(model_dir, new_
     (best, *_), = client.post("/predict", json={"texts": [new_text], "k": 3}).json()["predictions"]
     assert (best["id"], best["text"]) == ("added-64", new_text)
     assert client.get("/labels/added-64").json() == {"id": "added-64", "text": new_text}
-    assert client.get("/health").json() | {"version": None} == \
-        {"status": "ok", "labels": 65, "added_labels": 1, "version": None}
-    restarted = TestClient(create_app(Predictor(model_dir)))
+    health = client.get("/health").json()
+    assert {key: health[key] for key in ("status", "labels", "added_labels", "read_only")} == \
+        {"status": "ok", "labels": 65, "added_labels": 1, "read_only": False}
+    restarted = TestClient(create_app(Predictor(model_dir, read_only=True), read_only=True))
     assert restarted.get("/labels/added-64").json()["text"] == new_text
     assert restarted.post("/predict", json={"texts": [new_text], "k": 1}).json()["predictions"][0][0]["id"] == \
         "added-64"
