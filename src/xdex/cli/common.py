@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
 
 from xdex.data.errors import DataFormatError
+
+log = logging.getLogger("xdex.cli")
+
+USAGE_ERROR = 2  # exit code of a command line that does not parse (click's convention)
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -15,8 +20,26 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def _is_click(e: BaseException, name: str) -> bool:
+    """Whether ``e`` is click's exception class ``name``, from click itself or from the copy typer ships
+    (typer >= 0.20 raises ``typer._click`` exceptions, which are not ``click``'s classes)."""
+    return any(cls.__name__ == name and cls.__module__.split(".")[-2:-1] in (["click"], ["_click"])
+               for cls in type(e).__mro__)
+
+
+def usage_message(e: BaseException) -> str:
+    """One line for a click usage or parameter error: what is wrong, and where to read the usage."""
+    message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(e, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"error: {message}{where}"
+
+
 def run_guarded(app: typer.Typer) -> None:
-    """Run the app; user-facing errors become a short message and exit code 1 or 2."""
+    """Run the app; user-facing errors become one message and exit code 1 (bad input) or 2 (bad usage).
+
+    An unexpected exception is a bug: it is reported in one line, with its traceback under ``--verbose``.
+    """
     try:
         code = app(standalone_mode=False)  # returns the exit code instead of raising it
         if isinstance(code, int) and code != 0:
@@ -35,12 +58,19 @@ def run_guarded(app: typer.Typer) -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as e:  # click usage errors and the like
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:
+        if _is_click(e, "UsageError"):  # unknown command or option, missing or invalid value
+            if e.format_message():  # type: ignore[attr-defined]  # (empty: a group's help was shown instead)
+                typer.echo(usage_message(e), err=True)
+            sys.exit(USAGE_ERROR)
+        if _is_click(e, "ClickException"):
+            typer.echo(f"error: {' '.join(e.format_message().split())}", err=True)  # type: ignore[attr-defined]
+            sys.exit(getattr(e, "exit_code", 1))
+        if _is_click(e, "Abort"):  # Ctrl-C or end of input at a prompt
+            typer.echo("aborted", err=True)
             sys.exit(1)
-        raise
+        if log.isEnabledFor(logging.DEBUG):
+            raise
+        typer.echo(f"error: internal error ({type(e).__name__}: {e}); run the command again with --verbose "
+                   "for the traceback, and report it", err=True)
+        sys.exit(1)
