@@ -32,7 +32,7 @@ from xdex.config import apply_overrides, load_config, read_yaml, to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.index import build_index
-from xdex.inference.model import MARKER, DualEncoderModel
+from xdex.inference.model import DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
@@ -45,6 +45,7 @@ from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules import DualEncoder, UniDECNet
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.distributed import is_main, main_first
+from xdex.train.run_folder import TRAINING, run_folder
 from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
@@ -212,15 +213,18 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
     Under torchrun every rank calls this; rank 0 writes ``out`` and returns the model, the others None.
     """
     out = Path(out)
-    workdir = out / "training"
-    if (out / MARKER).exists():
-        done = "its training finished, there is nothing to resume" if resume else "choose another --out"
-        raise FileExistsError(f"{out} already holds a trained model; {done}")
     if config.classifiers is not None and config.heads is not None:
         raise ValueError("a `classifiers` section (DEXA Module II) needs a plain dual encoder; this recipe has "
                          "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
-    if config.oak is not None:
-        return train_oak(dataset, config, out, resume)
+    with run_folder(out, resume):  # new, empty or an unfinished run of ours; an early failure leaves no trace
+        if config.oak is not None:
+            return train_oak(dataset, config, out, resume)
+        return _train_recipe(dataset, config, out, resume)
+
+
+def _train_recipe(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool) -> DualEncoderModel | None:
+    """:func:`train` for every recipe but OAK's."""
+    workdir = out / TRAINING
     check_run_config(workdir / "config.yaml", config, resume)
     seed = config.trainer.seed
     torch.manual_seed(seed)

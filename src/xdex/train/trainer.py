@@ -33,8 +33,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from xdex.atomic import atomic_path, atomic_write_text
+from xdex.atomic import atomic_write_text
 from xdex.train import distributed as dist
+from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
 
 log = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int) -> None:
-        state = {
+        save_checkpoint(self.workdir / CHECKPOINT, {
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizers": [o.state_dict() for o in self.optimizers],
@@ -261,9 +262,7 @@ class Trainer:
             "objective": self.objective.state_dict(),
             "history": self.history,
             "best": (self.best_score, self.best_epoch, self.best_state),
-        }
-        with atomic_path(self.workdir / CHECKPOINT) as tmp:
-            torch.save(state, tmp)
+        })
         atomic_write_text(self.workdir / METRICS_LOG, "".join(json.dumps(r) + "\n" for r in self.history))
 
     def _load_checkpoint(self) -> int:
@@ -271,18 +270,23 @@ class Trainer:
         path = self.workdir / CHECKPOINT
         state = None
         if dist.is_main() and path.exists():
-            state = torch.load(path, map_location="cpu" if dist.is_distributed() else self.device,
-                               weights_only=False)
+            state = load_checkpoint(path, "cpu" if dist.is_distributed() else self.device)
         state = dist.broadcast_object(state)
         if state is None:
             log.info("no checkpoint in %s: starting from scratch", self.workdir)
             return 0
-        self.model.load_state_dict(state["model"])
-        for o, s in zip(self.optimizers, state["optimizers"]):
-            o.load_state_dict(s)
-        for sch, s in zip(self.schedulers, state["schedulers"]):
-            sch.load_state_dict(s)
-        self.objective.load_state_dict(state["objective"])
+        try:
+            self.model.load_state_dict(state["model"])
+            if len(state["optimizers"]) != len(self.optimizers) or len(state["schedulers"]) != len(self.schedulers):
+                raise ValueError("other optimisers")
+            for o, s in zip(self.optimizers, state["optimizers"]):
+                o.load_state_dict(s)
+            for sch, s in zip(self.schedulers, state["schedulers"]):
+                sch.load_state_dict(s)
+            self.objective.load_state_dict(state["objective"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+            raise CheckpointError(f"{path}: the checkpoint does not fit this run's model ({str(e)[:300]}); delete "
+                                  "it (or choose another --out) to start the run afresh") from None
         self.history = state["history"]
         self.best_score, self.best_epoch, self.best_state = state["best"]
         log.info("resumed from %s after epoch %d", path, state["epoch"] + 1)
