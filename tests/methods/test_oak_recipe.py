@@ -219,11 +219,11 @@ def test_the_bank_gets_gradient_only_for_the_akps_of_the_batch():
 # -- stage 1 and the recipe ----------------------------------------------------------------------------------
 def test_the_linker_recipe_is_ngame_with_the_oak_linker_overrides():
     section = {"trainer": {"epochs": 3}, "encoder": {"dim": 48}}
-    cfg = linker_recipe(OakConfig(linker=section), TrainerConfig(progress=False))
+    cfg = linker_recipe(OakConfig(linker=section), TrainerConfig(progress=False), load_recipe)
     assert cfg.method == "ngame" and cfg.trainer.epochs == 3 and cfg.encoder["dim"] == 48
     assert cfg.trainer.progress is False and cfg.oak is None
     with pytest.raises(ValueError, match="cannot be oak"):
-        linker_recipe(OakConfig(linker={"method": "oak"}), TrainerConfig())
+        linker_recipe(OakConfig(linker={"method": "oak"}), TrainerConfig(), load_recipe)
 
 
 def test_the_linker_task_has_the_akps_as_labels():
@@ -248,7 +248,7 @@ def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
                       ["encoder.model_dir=/models/distilbert", "oak.linker.encoder.model_dir=/models/distilbert"])
     assert cfg.encoder["type"] == "transformer" and cfg.trainer.epochs == 300 and cfg.sampling.batch_size == 1024
     assert cfg.oak.bank_lr == 0.2 and cfg.oak.top_k == 3 and cfg.oak.pooling == "attention"
-    linker = linker_recipe(cfg.oak, cfg.trainer)
+    linker = linker_recipe(cfg.oak, cfg.trainer, load_recipe)
     assert linker.method == "ngame" and linker.encoder["type"] == "transformer"
     assert linker.encoder["model_dir"] == "/models/distilbert" and "vocab_size" not in linker.encoder
 

@@ -154,7 +154,7 @@ def test_paper_settings_load_and_name_the_missing_model(method):
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):
-    from xdex.methods.recipe import check_run_config
+    from xdex.methods.run import check_run_config
 
     path = tmp_path / "config.yaml"
     check_run_config(path, load_recipe("ngame"), resume=False)
@@ -167,7 +167,7 @@ def test_documents_without_labels_are_left_out_of_training():
     import scipy.sparse as sp
 
     from xdex.data.dataset import Split
-    from xdex.methods.recipe import split_validation
+    from xdex.methods.run import split_validation
 
     # rows 1 and 3 have no label
     y = sp.csr_matrix(np.array([[1, 0], [0, 0], [0, 1], [0, 0], [1, 1], [0, 1]], dtype=np.float32))

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from ranking_asserts import assert_same_ranking
 import scipy.sparse as sp
 import torch
 from hypothesis import given, settings
@@ -217,16 +218,17 @@ def test_the_model_directory_round_trip_predicts_the_same(tmp_path):
                              {"method": "oak"}, {"method": "oak"})
     model.save(tmp_path / "model")
 
-    loaded = load_net(tmp_path / "model")
+    loaded = load_net(tmp_path / "model", load_linker=DualEncoderModel.load)
     assert isinstance(loaded, OakNet) and (tmp_path / "model" / "linker" / "meta.json").is_file()
     for name, tensor in loaded.augment.state_dict().items():
         torch.testing.assert_close(tensor, net.augment.state_dict()[name])
     again = DualEncoderModel.load(tmp_path / "model")
     expected = model.predict(TEXTS, 4)
-    assert again.predict(TEXTS, 4).indices.tolist() == expected.indices.tolist()
-    np.testing.assert_allclose(again.predict(TEXTS, 4).scores, expected.scores, rtol=1e-6)
+    reloaded = again.predict(TEXTS, 4)
+    assert_same_ranking(reloaded.indices, reloaded.scores, expected.indices, expected.scores)
     served = Predictor(tmp_path / "model").predict(TEXTS[:1], 4)[0]
-    assert [s.index for s in served] == expected.indices[0].tolist()
+    assert_same_ranking([[s.index for s in served]], [[s.score for s in served]], expected.indices[:1],
+                        expected.scores[:1])
     de = again.with_search("de")
     assert de.predict(TEXTS, 2).indices.shape == (4, 2)
 
@@ -236,7 +238,9 @@ def test_a_damaged_heads_file_is_named(tmp_path):
     net.save(tmp_path / "net")
     (tmp_path / "net" / "heads.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match="heads.safetensors"):
-        OakNet.load(tmp_path / "net")
+        OakNet.load(tmp_path / "net", FixedLinker([0], [1.0]))
+    with pytest.raises(ValueError, match="needs its linker"):
+        load_net(tmp_path / "net")
 
 
 def test_query_vectors_without_texts_are_refused():

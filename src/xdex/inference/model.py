@@ -153,7 +153,7 @@ class DualEncoderModel:
         folder = Path(folder)
         if not (folder / MARKER).is_file():
             raise FileNotFoundError(f"{folder}: not an xdex model directory (no {MARKER})")
-        net = load_net(folder)
+        net = load_net(folder, load_linker=cls.load)  # OAK's linker is a model directory of its own
         net.eval()
         ids, texts = [], []
         path = folder / "labels.jsonl"

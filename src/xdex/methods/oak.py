@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -42,6 +43,7 @@ from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, build_loss
 from xdex.methods.classifiers import ClassifierTraining, train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules.dual_encoder import DualEncoder
@@ -53,6 +55,9 @@ from xdex.train.trainer import CHECKPOINT
 
 if TYPE_CHECKING:
     from xdex.methods.recipe import RecipeConfig  # recipe.py imports this module for OakConfig
+
+LoadRecipe = Callable[..., "RecipeConfig"]  # xdex.methods.recipe.load_recipe(method, overrides=[...])
+TrainRecipe = Callable[..., "DualEncoderModel | None"]  # xdex.methods.recipe.train(dataset, config, out, resume)
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +127,9 @@ class OakObjective(DualEncoderObjective):
         return total
 
 
-def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
+def linker_recipe(config: OakConfig, parent: TrainerConfig, load_recipe: LoadRecipe) -> RecipeConfig:
     """The linker's RecipeConfig: its packaged recipe (``oak.linker.method``, default ngame) with the other
     keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run."""
-    from xdex.methods.recipe import load_recipe  # recipe.py imports this module for OakConfig
-
     section = dict(config.linker)
     method = section.get("method", "ngame")
     if method == "oak":
@@ -153,16 +156,15 @@ def linker_dataset(dataset: Dataset) -> Dataset:
     return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, train.aux), dataset.aux_items)
 
 
-def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out: Path,
-                 resume: bool) -> DualEncoderModel:
-    """Stage 1: the linker model directory ``out`` (loaded when a resumed run already finished it)."""
-    from xdex.methods.recipe import train  # recipe.py imports this module for OakConfig
-
+def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out: Path, resume: bool,
+                 load_recipe: LoadRecipe, train_recipe: TrainRecipe) -> DualEncoderModel:
+    """Stage 1: the linker model directory ``out`` (loaded when a resumed run already finished it), trained by
+    ``train_recipe`` (the recipe pipeline, handed in by it) on the recipe ``load_recipe`` gives."""
     if resume and (out / MARKER).is_file():
         log.info("stage 1: the linker in %s is already trained", out)
         return DualEncoderModel.load(out)
     log.info("stage 1: training the linker on %d AKP links", dataset.train.aux.nnz)
-    linker = train(linker_dataset(dataset), linker_recipe(config, parent), out, resume=resume)
+    linker = train_recipe(linker_dataset(dataset), linker_recipe(config, parent, load_recipe), out, resume=resume)
     barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
     return linker if linker is not None else DualEncoderModel.load(out)
 
@@ -181,28 +183,28 @@ def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
 
 
 def train_oak(
-    dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool = False
+    dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool, load_recipe: LoadRecipe,
+    train_recipe: TrainRecipe,
 ) -> DualEncoderModel | None:
     """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``
-    (under torchrun: rank 0 writes and returns the model, the other ranks return None)."""
-    from xdex.methods import recipe  # recipe.py imports this module for OakConfig
-
+    (under torchrun: rank 0 writes and returns the model, the other ranks return None). The linker is trained
+    by ``train_recipe`` on the recipe ``load_recipe`` gives (the recipe module hands in its own)."""
     oak: OakConfig = config.oak
     check_oak_recipe(dataset, config)
     out = Path(out)
     workdir = out / "training"
-    recipe.check_run_config(workdir / "config.yaml", config, resume)
+    check_run_config(workdir / "config.yaml", config, resume)
     seed = config.trainer.seed
     t0 = time.perf_counter()
-    linker = train_linker(dataset, oak, config.trainer, out / LINKER_DIR, resume)
+    linker = train_linker(dataset, oak, config.trainer, out / LINKER_DIR, resume, load_recipe, train_recipe)
     torch.manual_seed(seed)
 
-    train_rows, valid_rows = recipe.split_validation(dataset.train, config.data.validation_size, seed)
+    train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
     y_all = dataset.train.labels
     y_train, links = y_all[train_rows], dataset.train.aux[train_rows]
     query_texts = [dataset.train.texts[i] for i in train_rows]
-    lab_texts = recipe.label_texts(dataset.labels, config.data.label_text)
-    akp_texts = recipe.label_texts(dataset.aux_items, config.data.label_text)
+    lab_texts = label_texts(dataset.labels, config.data.label_text)
+    akp_texts = label_texts(dataset.aux_items, config.data.label_text)
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts + akp_texts)
     cache = encoder.token_cache()
@@ -221,7 +223,7 @@ def train_oak(
             valid_tokens = cache.get(valid_texts)
         valid_ids = link(linker, valid_texts, oak.top_k, oak.threshold)
         y_valid = y_all[valid_rows]
-        pairs = recipe.validation_filter(dataset, valid_rows)
+        pairs = validation_filter(dataset, valid_rows)
         k_max = depth_with_filter(max(config.data.eval_ks), pairs)
 
         def evaluate() -> dict[str, float]:
@@ -248,7 +250,7 @@ def train_oak(
     oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
     z = oak_net.label_vectors(labels, embed_batch).numpy()
     extra = {"n_aux": len(dataset.aux_items), "linker_validation": linker.meta.get("validation")}
-    model = recipe.write_model(out, oak_net, z, lab_texts, dataset, config, trainer, len(train_rows),
+    model = write_model(out, oak_net, z, lab_texts, dataset, config, trainer, len(train_rows),
                                len(valid_rows), train_seconds, [workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT],
                                extra)
     log.info("OAK model written to %s (%.0f s)", out, train_seconds)

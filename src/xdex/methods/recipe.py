@@ -6,32 +6,27 @@ training loop. A ``heads`` section adds UniDEC's DE head (and, with ``heads.clas
 classifier head and per-label classifiers) on top of the encoder; an ``aux`` section adds DEXA's
 auxiliary vectors to the label side, and a ``classifiers`` section DEXA's Module II after training.
 An ``oak`` section hands training to OAK's three stages (linker, augmentation block, classifiers;
-``methods/oak.py``), which reuse this module's pieces.
+``methods/oak.py``), which share the run steps of ``methods/run.py`` and get this module's ``train`` and
+``load_recipe`` handed in for the linker (so no module imports this one back).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
-import platform
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import scipy.sparse as sp
 import torch
 import yaml
 
-from xdex import __version__
-from xdex.atomic import atomic_write_text
-from xdex.config import apply_overrides, load_config, read_yaml, to_dict
-from xdex.data.dataset import Catalogue, Dataset, Split
+from xdex.config import apply_overrides, load_config, read_yaml
+from xdex.data.dataset import Dataset
 from xdex.encoders.factory import build_encoder
-from xdex.index import build_index
 from xdex.inference.model import DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
@@ -39,6 +34,7 @@ from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_clas
 from xdex.methods.full_label import FullLabelObjective
 from xdex.methods.oak import OakConfig, train_oak
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
 from xdex.methods.unidec import HeadsConfig, UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
@@ -100,72 +96,6 @@ def load_recipe(method: str, path: str | Path | None = None, overrides: list[str
     return cfg
 
 
-def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row ids (training, validation): ``size`` random labelled documents held out for model selection; the
-    other labelled documents train (documents without labels are left out)."""
-    labelled = np.flatnonzero(np.diff(train.labels.indptr) > 0)
-    size = min(size, len(labelled) // 5)
-    rng = np.random.default_rng([seed, 17])
-    valid = np.sort(rng.choice(labelled, size=size, replace=False)) if size > 0 else np.zeros(0, np.int64)
-    keep = np.setdiff1d(labelled, valid)  # a document without labels has no positive to train on
-    return keep, valid
-
-
-def validation_filter(dataset: Dataset, rows: np.ndarray) -> sp.csr_matrix | None:
-    """Filter pairs for held-out training rows, so validation is scored like the test split.
-
-    The training split's own filter pairs when it has them; otherwise, when the test split has filter
-    pairs (a same-universe dataset, where a document can be the very entry a label stands for), the
-    pairs of a document and the label with the same id.
-    """
-    n_labels = len(dataset.labels)
-    if dataset.train.filter is not None:
-        return dataset.train.filter[rows]
-    if dataset.test is None or dataset.test.filter is None:
-        return None
-    position = {key: j for j, key in enumerate(dataset.labels.ids)}
-    pairs = [(i, position[dataset.train.ids[r]]) for i, r in enumerate(rows) if dataset.train.ids[r] in position]
-    r, c = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
-    return sp.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=(len(rows), n_labels))
-
-
-def label_texts(labels: Catalogue, mode: str) -> list[str]:
-    if mode == "text+desc" and labels.descs is not None:
-        return [f"{t} {d}".strip() for t, d in zip(labels.texts, labels.descs)]
-    return list(labels.texts)
-
-
-def data_fingerprint(dataset: Dataset) -> str:
-    h = hashlib.sha256()
-    for text in dataset.train.texts:
-        h.update(text.encode("utf-8") + b"\0")
-    h.update(dataset.train.labels.indices.tobytes() + dataset.train.labels.indptr.tobytes())
-    for text in dataset.labels.texts:
-        h.update(text.encode("utf-8") + b"\0")
-    return h.hexdigest()[:16]
-
-
-def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
-    """Record the config a run starts with; a resumed run must use the same one (progress bars aside)."""
-    current = to_dict(config)
-    current["trainer"].pop("progress")
-    if resume and path.exists():
-        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
-        changed = sorted(_changed_keys(saved, current))
-        if changed:
-            raise ValueError(f"{path}: the run was started with other settings ({', '.join(changed)}); "
-                             "resume it with the same --config and --set")
-        return
-    if is_main():
-        atomic_write_text(path, yaml.safe_dump(current, sort_keys=False))
-
-
-def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [k for key in set(a) | set(b) for k in _changed_keys(a.get(key), b.get(key), f"{prefix}{key}.")]
-    return [] if a == b else [prefix.rstrip(".")]
-
-
 def build_objective(
     config: RecipeConfig, encoder, queries, labels, y_train: sp.csr_matrix
 ) -> tuple[DualEncoder | UniDECNet, DualEncoderObjective]:
@@ -218,7 +148,7 @@ def train(dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool 
                          "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
     with run_folder(out, resume):  # new, empty or an unfinished run of ours; an early failure leaves no trace
         if config.oak is not None:
-            return train_oak(dataset, config, out, resume)
+            return train_oak(dataset, config, out, resume, load_recipe=load_recipe, train_recipe=train)
         return _train_recipe(dataset, config, out, resume)
 
 
@@ -274,38 +204,3 @@ def _train_recipe(dataset: Dataset, config: RecipeConfig, out: Path, resume: boo
                         train_seconds, [workdir / CHECKPOINT, workdir / CLASSIFIERS / CHECKPOINT])
     log.info("model written to %s (%.0f s)", out, train_seconds)
     return model
-
-
-def write_model(
-    out: Path, net, label_vectors: np.ndarray, lab_texts: list[str], dataset: Dataset, config: RecipeConfig,
-    trainer: Trainer, n_train: int, n_valid: int, train_seconds: float, checkpoints: list[Path],
-    extra_meta: dict | None = None,
-) -> DualEncoderModel:
-    """Index the trained label vectors, record the training metadata and write the model directory ``out``;
-    the finished run's ``checkpoints`` are removed (only an unfinished run needs them; the metrics logs stay)."""
-    index_params = dict(config.index)
-    index = build_index(index_params.pop("kind", "exact"), label_vectors.shape[1], "ip", **index_params)
-    index.add(label_vectors)
-    selected = trainer.best_state is not None
-    meta = {
-        "xdex_version": __version__,
-        "torch_version": torch.__version__,
-        "python": platform.python_version(),
-        "method": config.method,
-        "dataset": dataset.name,
-        "data_fingerprint": data_fingerprint(dataset),
-        "n_train": int(n_train),
-        "n_validation": int(n_valid),
-        "n_labels": len(dataset.labels),
-        "train_seconds": round(train_seconds, 1),
-        "best_epoch": trainer.best_epoch + 1 if selected else len(trainer.history),
-        "validation": trainer.history[trainer.best_epoch]["valid"] if selected else None,
-        **(extra_meta or {}),
-    }
-    net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
-    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta)
-    model.save(out)
-    for done in checkpoints:
-        done.unlink(missing_ok=True)
-    return model
-

@@ -330,10 +330,9 @@ class OakNet(DualEncoder):
         })
 
     @classmethod
-    def load(cls, folder: str | Path) -> OakNet:
-        """Read a network written by :meth:`save` (the linker from ``folder/linker``)."""
-        from xdex.inference.model import DualEncoderModel  # the linker is a model directory; model.py imports us
-
+    def load(cls, folder: str | Path, linker: Linker) -> OakNet:
+        """Read a network written by :meth:`save`; ``linker`` is the model directory ``folder/linker`` loaded by the
+        inference layer (a network does not load models)."""
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
         config, tables = read_heads(folder, "oak")
@@ -356,7 +355,7 @@ class OakNet(DualEncoder):
         try:
             augment.load_state_dict(state)
             return cls(load_encoder(folder / "encoder"), augment, tables["label_embeddings"], tables["classifiers"],
-                       DualEncoderModel.load(folder / LINKER_DIR), **settings)
+                       linker, **settings)
         except (RuntimeError, ValueError) as e:
             raise ValueError(f"{folder}: the saved OAK network is inconsistent ({e})") from None
 
