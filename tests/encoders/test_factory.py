@@ -4,17 +4,24 @@ import torch
 from safetensors.torch import save_file
 
 from xdex.encoders import BagOfEmbeddings, build_encoder, idf_weights, load_encoder
+from xdex.encoders.factory import BAG_DEFAULTS
 
 CORPUS = ["the cat sat on the mat", "a dog ate the hat", "cats and dogs sit", "hats mats bats rats"] * 3
 
 
 def test_bag_learns_vocabulary_and_idf_from_texts():
-    encoder = build_encoder({"type": "bag", "dim": 8, "vocab_size": 60, "max_length": 6, "sparse": True}, CORPUS)
+    encoder = build_encoder({"type": "bag", "dim": 8, "vocab_size": 60, "max_length": 6, "weighting": "idf"}, CORPUS)
     assert isinstance(encoder, BagOfEmbeddings)
     assert (encoder.dim, encoder.max_length, encoder.sparse, encoder.weighting) == (8, 6, True, "idf")
     assert encoder.tokenizer.vocab_size <= 60
     expected = idf_weights(encoder.tokenize(CORPUS), encoder.tokenizer.vocab_size)
     assert np.allclose(encoder.idf.numpy(), expected)
+
+
+def test_settings_left_out_take_the_documented_defaults():
+    encoder = build_encoder({"type": "bag"}, CORPUS)
+    assert (encoder.dim, encoder.max_length, encoder.sparse, encoder.weighting) == (256, 32, True, "learned")
+    assert BAG_DEFAULTS == {"dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": 32, "sparse": True}
 
 
 def test_bag_is_seeded():
@@ -33,7 +40,7 @@ def test_bag_init_from_model_folder(tmp_path):
     assert encoder.log_weight.weight[6].item() == pytest.approx(0.0)
     assert build_encoder({"type": "bag", "init_from": str(tmp_path), "dim": 3, "weighting": "none"}).dim == 3
     with pytest.raises(ValueError, match="needs training texts to count document frequencies"):
-        build_encoder({"type": "bag", "init_from": str(tmp_path)})
+        build_encoder({"type": "bag", "init_from": str(tmp_path), "weighting": "idf"})
 
 
 def test_transformer_from_config(tmp_path):
@@ -64,10 +71,10 @@ def test_saved_encoder_loads_by_type(tmp_path):
     [
         ({"type": "gru"}, CORPUS, "type must be one of bag, transformer"),
         ({"type": "bag", "dim": 4, "size": 3}, CORPUS, "unknown key\\(s\\) size"),
-        ({"type": "bag", "vocab_size": 60}, CORPUS, "needs dim"),
         ({"type": "bag", "dim": 4, "weighting": "bm25"}, CORPUS, "weighting must be one of idf, learned, none"),
         ({"type": "bag", "dim": 4, "weighting": "none"}, None, "needs training texts for its vocabulary"),
-        ({"type": "bag", "dim": 4}, None, "needs training texts to count document frequencies"),
+        ({"type": "bag", "dim": 4, "weighting": "idf"}, None, "needs training texts to count document frequencies"),
+        ({"type": "bag", "dim": 4}, None, "needs training texts for its vocabulary"),
         ({"type": "bag", "dim": 4, "tensor_name": "x"}, CORPUS, "only applies with init_from"),
         ({"type": "bag", "init_from": "/m", "vocab_size": 9}, CORPUS, "cannot be set with init_from"),
         ({"type": "transformer"}, None, "needs model_dir"),

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 
+from xdex.cli.common import USAGE_ERROR, fail
 from xdex.methods.recipe import METHODS
 
 
@@ -19,19 +21,28 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
         method: str = typer.Option(..., "--method", help=f"Recipe: {' | '.join(METHODS)}."),
-        data: str = typer.Option(..., "--data", help="Dataset folder, or 'demo'."),
-        out: Path = typer.Option(..., "--out", help="Model directory to write."),
+        data: Optional[str] = typer.Option(None, "--data", help="Dataset folder, or 'demo'."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Model directory to write (a new or empty folder)."),
         config: Optional[Path] = typer.Option(None, "--config", help="YAML file overriding the recipe."),
         set_: list[str] = typer.Option([], "--set", help="Override one setting, e.g. --set trainer.epochs=5."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from its checkpoint."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+        print_config: bool = typer.Option(
+            False, "--print-config", help="Print the full resolved recipe (defaults, recipe, --config, --set) as "
+            "YAML and exit; the output is a valid --config file."),
     ) -> None:
         """Train a recipe; the model directory predicts without the training data. Runs under torchrun too."""
+        from xdex.config import to_dict
         from xdex.data import load
         from xdex.methods.recipe import load_recipe, train
         from xdex.train import distributed
 
         cfg = load_recipe(method, config, set_)
+        if print_config:
+            typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False), nl=False)
+            return
+        if data is None or out is None:
+            fail(f"missing option '{'--data' if data is None else '--out'}' (see 'xdex train --help')", USAGE_ERROR)
         if quiet:
             cfg.trainer.progress = False
         if distributed.init_from_env() and not distributed.is_main():

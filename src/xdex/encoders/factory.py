@@ -1,12 +1,12 @@
 """Building encoders from configuration dictionaries (the ``encoder:`` section of a YAML config)
 and loading saved encoders by type.
 
-Bag of embeddings::
+Bag of embeddings (a setting left out takes its value from ``BAG_DEFAULTS``, which ``configs/base.yaml`` repeats)::
 
     encoder:
       type: bag
       dim: 256
-      weighting: idf          # idf | learned | none
+      weighting: learned      # idf | learned | none
       max_length: 32
       sparse: true            # sparse gradients, for SparseAdam
       vocab_size: 30000       # WordPiece vocabulary trained on the corpus ...
@@ -40,6 +40,11 @@ _BAG_KEYS = {"dim", "weighting", "max_length", "sparse", "seed", "vocab_size", "
 _TRANSFORMER_KEYS = {"model_dir", "pooling", "max_length", "bf16"}
 
 
+BAG_DEFAULTS: dict[str, Any] = {  # a bag encoder's settings when a config leaves them out (= configs/base.yaml)
+    "dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": 32, "sparse": True,
+}
+
+
 def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None) -> Encoder:
     """A new encoder from ``config``.
 
@@ -63,16 +68,16 @@ def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None)
 
 
 def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEmbeddings:
-    weighting = settings.get("weighting", "idf")
-    max_length = int(settings.get("max_length", 32))
+    from_model = {"dim", "vocab_size"} if "init_from" in settings else set()  # a local model's width and vocabulary
+    settings = {**{k: v for k, v in BAG_DEFAULTS.items() if k not in from_model}, **settings}
+    weighting = settings["weighting"]
+    max_length = int(settings["max_length"])
     seed = int(settings.get("seed", 0))
     init_from = settings.get("init_from")
     if weighting not in WEIGHTINGS:
         raise ValueError(f"encoder config: weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     if weighting == "idf" and texts is None:
         raise ValueError("encoder config: weighting 'idf' needs training texts to count document frequencies")
-    if init_from is None and "dim" not in settings:
-        raise ValueError("encoder config: type 'bag' needs dim (or init_from, whose embedding width is the default)")
     if init_from is not None:
         ignored = sorted({"vocab_size", "lowercase"} & set(settings))
         if ignored:
@@ -84,7 +89,7 @@ def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEm
             raise ValueError("encoder config: tensor_name only applies with init_from")
         if texts is None:
             raise ValueError("encoder config: a bag encoder without init_from needs training texts for its vocabulary")
-        vocab_size, lowercase = int(settings.get("vocab_size", 30_000)), bool(settings.get("lowercase", True))
+        vocab_size, lowercase = int(settings["vocab_size"]), bool(settings.get("lowercase", True))
         tokenizer = Tokenizer.train_wordpiece(texts, vocab_size, lowercase=lowercase, seed=seed)
         embeddings = None
     rows = tokenizer.vocab_size if embeddings is None else embeddings.shape[0]
@@ -97,7 +102,7 @@ def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEm
         weighting=weighting,
         idf=idf,
         max_length=max_length,
-        sparse=bool(settings.get("sparse", False)),
+        sparse=bool(settings["sparse"]),
         embeddings=embeddings,
         seed=seed,
     )

@@ -41,12 +41,12 @@ class SamplingConfig:
 
     batch_size: int = 256
     beta: int = 1  # positives sampled per query: 1 = one positive (POL), > 1 = pick-some-labels
-    refresh_every: int = 5  # τ: epochs between refreshes of clusters and hard negatives
-    first_refresh: int = 1  # epoch (0-based) of the first refresh; random batches before it
+    refresh_every: int = 4  # τ: epochs between refreshes of clusters and hard negatives
+    first_refresh: int = 2  # epoch (0-based) of the first refresh; random batches before it
     clustered: bool = True  # NGAME negative-mining-aware batches
     cluster_size: int = 8  # cluster size at the first refresh ...
     cluster_growth: float = 2.0  # ... multiplied by this at every later refresh ...
-    cluster_max: int = 64  # ... up to this size
+    cluster_max: int = 32  # ... up to this size
     hard_negatives: int = 0  # η: hard negatives sampled per query per step (0 = in-batch only)
     shortlist_size: int | None = None  # |H_i|; default η·τ (UniDEC's advice)
     embed_batch_size: int = 1024

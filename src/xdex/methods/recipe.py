@@ -12,6 +12,7 @@ An ``oak`` section hands training to OAK's three stages (linker, augmentation bl
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import time
@@ -26,7 +27,7 @@ import yaml
 
 from xdex.config import apply_overrides, load_config, read_yaml
 from xdex.data.dataset import Dataset
-from xdex.encoders.factory import build_encoder
+from xdex.encoders.factory import BAG_DEFAULTS, build_encoder
 from xdex.inference.model import DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
@@ -47,6 +48,9 @@ from xdex.train.trainer import CHECKPOINT
 log = logging.getLogger(__name__)
 
 METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa", "oak")
+BASE = "base"  # configs/base.yaml: the defaults every method's recipe extends
+FRESH_SECTIONS = {"encoder": "type", "loss": "name"}  # a recipe that changes these keys restarts the section
+DEFAULT_LOSS = {"name": "triplet", "margin": 0.3, "num_negatives": 10}
 CLASSIFIERS = "classifiers"  # the training sub-folder of DEXA's Module II
 
 
@@ -60,8 +64,8 @@ class DataConfig:
 @dataclass
 class RecipeConfig:
     method: str = "ngame"
-    encoder: dict = field(default_factory=lambda: {"type": "bag", "dim": 256})
-    loss: dict = field(default_factory=lambda: {"name": "triplet"})
+    encoder: dict = field(default_factory=lambda: {"type": "bag", **BAG_DEFAULTS})
+    loss: dict = field(default_factory=lambda: dict(DEFAULT_LOSS))
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -73,27 +77,56 @@ class RecipeConfig:
 
 
 def recipe_path(method: str) -> Path:
-    """The packaged YAML recipe of ``method``."""
-    if method not in METHODS:
+    """The packaged YAML recipe of ``method`` (``base`` names the defaults every recipe extends)."""
+    if method not in (*METHODS, BASE):
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     return Path(str(resources.files("xdex") / "configs" / f"{method}.yaml"))
 
 
-def load_recipe(method: str, path: str | Path | None = None, overrides: list[str] | None = None) -> RecipeConfig:
-    """The packaged recipe of ``method``, then the user's YAML file, then ``key=value`` overrides.
+def recipe_layers(method: str) -> dict:
+    """The packaged defaults (``base.yaml``) with the method's recipe (``<method>.yaml``) laid over them."""
+    def read(name: str) -> dict:
+        return yaml.safe_load(recipe_path(name).read_text(encoding="utf-8")) or {}
 
-    Sections merge key by key, except that choosing another ``encoder.type`` starts the encoder
-    section afresh (a transformer has none of a bag encoder's settings).
+    return _lay_over(read(BASE), read(method), fresh=FRESH_SECTIONS)
+
+
+def load_recipe(method: str, path: str | Path | None = None, overrides: list[str] | None = None) -> RecipeConfig:
+    """The packaged defaults, the recipe of ``method``, then the user's YAML file, then ``key=value`` overrides.
+
+    Sections merge key by key, except that another ``encoder.type`` starts the encoder section afresh (a
+    transformer has none of a bag encoder's settings), and a method recipe that names another ``loss.name``
+    than the defaults starts the loss section afresh.
     """
-    base = yaml.safe_load(recipe_path(method).read_text(encoding="utf-8"))
+    recipe = recipe_layers(method)
     user = apply_overrides(read_yaml(path) if path is not None else {}, overrides or [])
-    user_encoder = user.get("encoder") if isinstance(user.get("encoder"), dict) else {}
-    if "type" in user_encoder and user_encoder["type"] != base["encoder"].get("type"):
-        base["encoder"] = {}
-    cfg = load_config(RecipeConfig, path, overrides, base=base)
+    if _switches(recipe, user, "encoder", "type"):
+        recipe["encoder"] = {}
+    cfg = load_config(RecipeConfig, path, overrides, base=recipe)
     if cfg.method != method:
         raise ValueError(f"the config is for method {cfg.method!r} but --method is {method!r}")
     return cfg
+
+
+def _switches(lower: dict, upper: dict, section: str, key: str) -> bool:
+    """Whether ``upper`` names another ``section.key`` than ``lower`` (e.g. another encoder type)."""
+    new = upper.get(section) if isinstance(upper.get(section), dict) else {}
+    old = lower.get(section) if isinstance(lower.get(section), dict) else {}
+    return key in new and new[key] != old.get(key)
+
+
+def _lay_over(lower: dict, upper: dict, fresh: dict[str, str]) -> dict:
+    """``upper`` merged into a copy of ``lower`` key by key; a section of ``fresh`` ({section: key}) whose key
+    ``upper`` changes is taken from ``upper`` alone."""
+    out = copy.deepcopy(lower)
+    for section, value in upper.items():
+        if isinstance(value, dict) and isinstance(out.get(section), dict):
+            if section in fresh and _switches(out, upper, section, fresh[section]):
+                out[section] = {}
+            out[section] = _lay_over(out[section], value, fresh={})
+        else:
+            out[section] = value
+    return out
 
 
 def build_objective(

@@ -71,11 +71,11 @@ class Objective(Protocol):
 
 @dataclass
 class TrainerConfig:
-    epochs: int = 10
+    epochs: int = 20
     optim: OptimConfig = field(default_factory=OptimConfig)
     bf16: bool = False
     device: str = "auto"  # "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
-    eval_every: int = 1
+    eval_every: int = 2
     select_metric: str = "P@1"
     seed: int = 0
     progress: bool = True

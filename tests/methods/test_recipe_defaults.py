@@ -1,0 +1,58 @@
+"""One set of defaults: configs/base.yaml equals the config classes' defaults, each method's recipe lists only
+what it changes, and `xdex train --print-config` prints the full resolved recipe."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+from xdex.cli import main
+from xdex.config import from_dict, to_dict
+from xdex.encoders.factory import BAG_DEFAULTS
+from xdex.methods.recipe import FRESH_SECTIONS, METHODS, RecipeConfig, load_recipe, recipe_path
+
+
+def read(name: str) -> dict:
+    return yaml.safe_load(recipe_path(name).read_text(encoding="utf-8"))
+
+
+def leaves(section: dict, prefix: tuple = ()) -> dict[tuple, object]:
+    out = {}
+    for key, value in section.items():
+        out |= leaves(value, (*prefix, key)) if isinstance(value, dict) and value else {(*prefix, key): value}
+    return out
+
+
+def test_the_base_recipe_equals_the_config_defaults():
+    assert from_dict(RecipeConfig, read("base")) == RecipeConfig()
+    assert read("base")["encoder"] == {"type": "bag", **BAG_DEFAULTS}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_method_recipe_lists_only_what_it_changes(method):
+    base, recipe = leaves(read("base")), read(method)
+    restarted = {s for s, key in FRESH_SECTIONS.items() if key in recipe.get(s, {})
+                 and recipe[s][key] != read("base")[s][key]}
+    repeated = [".".join(path) for path, value in leaves(recipe).items()
+                if path[0] not in restarted and path in base and base[path] == value]
+    assert repeated == []
+
+
+def test_a_method_that_names_another_loss_does_not_inherit_the_defaults_loss_settings():
+    assert load_recipe("dexml").loss == {"name": "decoupled_softmax", "temperature": 0.05}
+    assert load_recipe("ngame").loss == {"name": "triplet", "margin": 0.3, "num_negatives": 10}
+    assert load_recipe("dexml", overrides=["loss.name=soft_topk"]).loss["temperature"] == 0.05  # a user's --set merges
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_print_config_prints_the_resolved_recipe_which_reads_back_as_a_config(method, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["xdex", "train", "--method", method, "--print-config", "--set",
+                                      "trainer.epochs=3"])
+    main()  # returns: exit code 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    expected = to_dict(load_recipe(method, overrides=["trainer.epochs=3"]))
+    assert printed == expected and printed["trainer"]["epochs"] == 3
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(printed))
+    assert to_dict(load_recipe(method, tmp_path / "c.yaml")) == expected
