@@ -4,11 +4,13 @@ Layout::
 
     MODEL_DIR/
       config.yaml            the recipe the model was trained with
-      meta.json              training metadata (data fingerprint, versions, validation metrics, times)
+      meta.json              training metadata (data fingerprint, versions, validation metrics, times) and
+                             "files": the size and SHA-256 of every file below (not added_labels.npz), checked at
+                             load; written last
       encoder/               encoder.json, safetensors weights, tokenizer
       heads.json, heads.safetensors   UniDEC / DePSL heads, DEXA's classifiers or OAK's augmentation block
                              (absent for a plain dual encoder)
-      linker/                OAK only: the linker R, a model directory of its own
+      linker/                OAK only: the linker R, a model directory of its own (its files are listed too)
       labels.jsonl           label ids and texts (row i = label i)
       label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation,
                              DEXA's fused vectors)
@@ -160,7 +162,7 @@ class DualEncoderModel:
         )
         self.save_added(folder)
         atomic_write_text(folder / CONFIG, yaml.safe_dump(self.config, sort_keys=False))
-        write_json(folder / MARKER, {**self.meta, FILES: _written_files(folder)})
+        write_json(folder / MARKER, {**self.meta, FILES: _written_files(folder, isinstance(self.net, OakNet))})
 
     @classmethod
     def load(cls, folder: str | Path, verify: bool = True) -> DualEncoderModel:
@@ -256,17 +258,16 @@ def file_record(path: Path) -> dict:
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def _written_files(folder: Path) -> dict[str, dict]:
+def _written_files(folder: Path, linker: bool) -> dict[str, dict]:
     """Size and SHA-256 of every file :meth:`DualEncoderModel.save` wrote in ``folder`` (not ``meta.json``, nor
     ``added_labels.npz``, which changes after training and has a fingerprint of its own), by relative path."""
     paths = [folder / name for name in TOP_FILES if (folder / name).is_file()]
     for sub in (ENCODER_DIR, INDEX_DIR):
         paths += sorted(p for p in (folder / sub).rglob("*") if p.is_file())
     out = {p.relative_to(folder).as_posix(): file_record(p) for p in paths}
-    linker = folder / LINKER_DIR
-    if (linker / MARKER).is_file():  # OAK: the linker is a model directory of its own, written just now
-        out[f"{LINKER_DIR}/{MARKER}"] = file_record(linker / MARKER)
-        for name, record in (read_json(linker / MARKER).get(FILES) or {}).items():
+    if linker:  # OAK: the linker is a model directory of its own, written just now with its own record
+        out[f"{LINKER_DIR}/{MARKER}"] = file_record(folder / LINKER_DIR / MARKER)
+        for name, record in read_json(folder / LINKER_DIR / MARKER)[FILES].items():
             out[f"{LINKER_DIR}/{name}"] = record
     return dict(sorted(out.items()))
 
