@@ -36,7 +36,14 @@ import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.index import ExactIndex, Index, load_index
-from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, with_added, write_added
+from xdex.inference.added_labels import (
+    check_texts,
+    fingerprint,
+    new_keys,
+    read_added,
+    with_added,
+    write_added,
+)
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.ranking import Ranking
 from xdex.modules import ClassifierFusionNet, DualEncoder, OakNet, UniDECNet, load_net
@@ -213,7 +220,11 @@ def _read_meta(folder: Path) -> dict:
 
 def _read_config(path: Path) -> dict:
     """The recipe in ``config.yaml``, checked to be one (no unknown key, values of the right types)."""
-    from xdex.config import ConfigError, from_dict, read_yaml  # xdex.methods imports this module
+    from xdex.config import (  # xdex.methods imports this module
+        ConfigError,
+        from_dict,
+        read_yaml,
+    )
     from xdex.methods.recipe import RecipeConfig
 
     try:
