@@ -1,7 +1,7 @@
 """Property: a corrupted file of a valid dataset is reported at the right file and line.
 
 A random dataset is written (jsonl, plain or gzip, or xc-raw), one line of one of its files is
-damaged in a random way, and loading must raise DataFormatError while validation names that
+damaged in a random way (including a text with a lone surrogate and a value nested 100,000 deep), and loading must raise DataFormatError while validation names that
 file and line, never any other exception.
 """
 
@@ -47,6 +47,11 @@ def _jsonl_corruption(kind: str, line: bytes, row: int, n_labels: int) -> bytes:
     obj = json.loads(text)
     if kind == "wrong_id":
         obj["id"] = row + 1
+    elif kind == "lone_surrogate":  # valid JSON ("\\ud800" as an escape) but not text
+        obj["text"] = obj["text"][: len(obj["text"]) // 2] + "\ud800" + obj["text"][len(obj["text"]) // 2 :]
+    elif kind == "deep":
+        obj["extra"] = json.loads("[" * 50 + "]" * 50)
+        return json.dumps(obj).encode().replace(b"[" * 50, b"[" * 100000, 1)
     else:  # out_of_range
         obj["labels"] = [n_labels]
     return json.dumps(obj).encode()
@@ -71,7 +76,7 @@ def test_jsonl_corruption_is_located(folder, dataset, data):
     suffix = ".jsonl.gz" if compress else ".jsonl"
     stems = ["train", "labels"] + ["test"] * (dataset.test is not None) + ["aux"] * (dataset.aux_items is not None)
     path = target / (data.draw(st.sampled_from(stems), label="file") + suffix)
-    kinds = ["truncate", "bad_json", "bad_utf8", "wrong_id"]
+    kinds = ["truncate", "bad_json", "bad_utf8", "wrong_id", "lone_surrogate", "deep"]
     if path.name.startswith(("train", "test")):
         kinds.append("out_of_range")
     kind = data.draw(st.sampled_from(kinds), label="kind")
@@ -119,10 +124,12 @@ def test_xc_raw_corruption_is_located(folder, dataset, data):
             assume(kind != "truncate" or b":" in lines[line - 1])
             lines[line - 1] = _sparse_corruption(kind, lines[line - 1], sparse[name])
     else:
-        kinds = ["bad_utf8", "blank"] if name == "lbl_X.txt" else ["bad_utf8"]
+        kinds = ["bad_utf8", "lone_surrogate", "blank"] if name == "lbl_X.txt" else ["bad_utf8", "lone_surrogate"]
         kind = data.draw(st.sampled_from(kinds), label="kind")
         line = data.draw(st.integers(1, len(lines)), label="line")
-        lines[line - 1] = b" " if kind == "blank" else lines[line - 1] + b"\xc3"
+        # a lone surrogate encoded as if it were a character (CESU / WTF-8) is not UTF-8
+        lines[line - 1] = {"blank": b" ", "bad_utf8": lines[line - 1] + b"\xc3",
+                           "lone_surrogate": lines[line - 1] + b"\xed\xa0\x80"}[kind]
     _write(path, lines)
     _assert_located(target, path, line)
 

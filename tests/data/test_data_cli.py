@@ -52,6 +52,22 @@ def test_validate_clean_and_broken(make_folder):
     ]
 
 
+def test_validate_lists_lone_surrogates_in_every_kind_of_text_file(make_folder):
+    """A lone surrogate is valid JSON ("\\udc80") but no text: training would fail on it with no file or line."""
+    jsonl = make_folder({"labels.jsonl": '{"text": "A"}\n{"text": "B \\udc80"}\n',
+                         "train.jsonl": '{"text": "x \\ud800 y", "labels": [0, 1]}\n'}, name="jsonl")
+    result = runner.invoke(app, ["data", "validate", str(jsonl)])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:2] == [
+        f'{jsonl / "labels.jsonl"}:2: "text" has a lone surrogate at character 3 (a text must be valid Unicode)',
+        f'{jsonl / "train.jsonl"}:1: "text" has a lone surrogate at character 3 (a text must be valid Unicode)',
+    ]
+    raw = make_folder({"lbl_X.txt": "A\nB\n", "trn_X.txt": b"x \xed\xb2\x80 y\n", "trn_X_Y.txt": "1 2\n0:1\n"},
+                      name="raw")
+    result = runner.invoke(app, ["data", "validate", str(raw)])
+    assert result.exit_code == 1 and result.stdout.startswith(f"{raw / 'trn_X.txt'}:1: invalid UTF-8 at byte 3")
+
+
 def test_convert_round_trip(make_folder, tmp_path):
     source = make_folder(CLEAN)
     result = runner.invoke(app, ["data", "convert", str(source), str(tmp_path / "raw"), "--to", "xc-raw"])

@@ -196,3 +196,78 @@ def test_evaluate_scores_a_model_with_added_labels_and_counts_them_as_misses(cop
     assert code == 0
     drop = json.loads(before)["P@1"] - json.loads(after)["P@1"]
     assert drop == pytest.approx(100.0 / len(toy.test.texts) if hit else 0.0, abs=1e-6)
+
+
+def test_lone_surrogates_and_deep_nesting_are_bad_lines_not_a_crash(model_dir, tmp_path, monkeypatch, capsys):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "first text"}\n{"text": "\\ud800 x"}\n' + "[" * 100000 + '\n{"text": "last"}\n',
+                      encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    args = ["predict", model_dir, "--input", source, "--output", out, "--batch-size", 2]
+    code, stdout, stderr = xdex_cli(monkeypatch, capsys, *args)
+    assert code == 3 and "Traceback" not in stderr
+    assert f'{source}:2: "text" has a lone surrogate at character 1' in stderr
+    assert f"{source}:3: malformed JSON (nested too deeply)" in stderr
+    got = rows(out)
+    assert [row["id"] for row in got] == [0, 1, 2, 3] and [("error" in row) for row in got] == [0, 1, 1, 0]
+    code, stdout, _ = xdex_cli(monkeypatch, capsys, *args)  # a rerun has nothing left to do
+    assert code == 3 and "0 predicted now, 4 from before" in stdout
+
+
+def test_a_text_the_model_cannot_take_costs_only_its_own_row(model_dir, lines, tmp_path, monkeypatch, capsys):
+    predict = DualEncoderModel.predict
+    poison = json.loads(lines.read_text().splitlines()[3])["text"]
+
+    def refuse_one_text(self, texts, k=10):
+        if poison in texts:
+            raise ValueError("this text cannot be tokenised")
+        return predict(self, texts, k)
+
+    monkeypatch.setattr(DualEncoderModel, "predict", refuse_one_text)
+    out = tmp_path / "out.jsonl"
+    code, _, stderr = xdex_cli(monkeypatch, capsys, "predict", model_dir, "--input", lines, "--output", out,
+                               "--batch-size", 4)
+    assert code == 3
+    assert f"{lines}:4: cannot be predicted (ValueError: this text cannot be tokenised)" in stderr
+    got = rows(out)
+    assert [row["id"] for row in got] == list(range(10))
+    assert [row.get("line") for row in got if "error" in row] == [3, 4, 6, 8]
+    assert all(row["labels"] for row in got if "error" not in row)
+
+
+def test_a_resume_refuses_an_input_whose_contents_changed(model_dir, lines, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out.jsonl"
+    args = ["predict", model_dir, "--input", lines, "--output", out, "--batch-size", 3]
+    calls = 0
+    predict = DualEncoderModel.predict
+
+    def stop_at_the_second_batch(self, texts, k=10):
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return predict(self, texts, k)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DualEncoderModel, "predict", stop_at_the_second_batch)
+        code, _, _ = xdex_cli(monkeypatch, capsys, *args)
+    assert code == 130 and len(rows(out)) == 3
+    sidecar = json.loads((tmp_path / "out.jsonl.run.json").read_text())
+    assert sidecar["input_lines"] == 3  # the fingerprint covers the rows written
+    original = lines.read_text()
+    changed = original.splitlines(True)
+    changed[0] = changed[0].replace('"text": "', '"text": "X', 1)  # same path, same number of lines
+    lines.write_text("".join(changed))
+    before = out.read_bytes()
+    code, _, stderr = xdex_cli(monkeypatch, capsys, *args)
+    assert code == 1 and f"the first 3 lines of {lines} are not those {out} was predicted from" in stderr
+    assert "--overwrite" in stderr and out.read_bytes() == before
+    lines.write_text(original)
+    code, stdout, _ = xdex_cli(monkeypatch, capsys, *args)
+    assert code == 3 and "7 predicted now, 3 from before" in stdout
+    sidecar = json.loads((tmp_path / "out.jsonl.run.json").read_text())
+    assert sidecar["input_lines"] == 10
+    sidecar.pop("input_sha256")
+    (tmp_path / "out.jsonl.run.json").write_text(json.dumps(sidecar))
+    code, _, stderr = xdex_cli(monkeypatch, capsys, *args)
+    assert code == 1 and "has no fingerprint of the input" in stderr

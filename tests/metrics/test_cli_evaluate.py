@@ -33,10 +33,11 @@ def folder(tmp_path):
 
 @pytest.fixture()
 def predictions(tmp_path):
-    # doc 0 ranks [3, 1, 0]: the filter removes 3, leaving [1, 0]; doc 1 is missing; doc 2 ranks [0, 3] -> [3]
+    # doc 0 ranks [3, 1, 0]: the filter removes 3, leaving [1, 0]; doc 1 has none; doc 2 ranks [0, 3] -> [3]
     path = tmp_path / "pred.jsonl"
     write_jsonl(path, [
         {"id": 2, "labels": [0, 3], "scores": [0.9, 0.1]},
+        {"id": 1, "labels": [], "scores": []},
         {"id": 0, "labels": [3, 1, 0], "scores": [0.9, 0.8, 0.7]},
     ])
     return path

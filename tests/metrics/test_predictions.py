@@ -26,12 +26,37 @@ def test_round_trip(tmp_path, name):
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file left behind
 
 
-def test_jsonl_rows_in_any_order_and_missing_rows(tmp_path):
+def test_jsonl_rows_in_any_order_and_empty_rows(tmp_path):
     path = tmp_path / "p.jsonl"
-    path.write_text('{"id": 2, "labels": [3, 1], "scores": [2, 1.5]}\n\n{"id": 0, "labels": [0], "scores": [0.1]}\n')
+    path.write_text('{"id": 2, "labels": [3, 1], "scores": [2, 1.5]}\n\n{"id": 0, "labels": [0], "scores": [0.1]}\n'
+                    '{"id": 1, "labels": [], "scores": []}\n')
     r = read_predictions(path, 3, 5)
     assert r.indices.tolist() == [[0, -1], [-1, -1], [3, 1]]
     assert read_predictions(path, 3, 5, k=1).indices.tolist() == [[0], [-1], [3]]
+
+
+def test_empty_and_truncated_files_are_refused_with_the_counts(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": 2, "labels": [3, 1], "scores": [2, 1.5]}\n{"id": 0, "labels": [0], "scores": [0.1]}\n')
+    assert problems_of(path) == [f'{path}: has prediction rows for 2 of the 3 test rows (the first missing "id" is '
+                                 '1); a truncated file? Every test row needs a row, with empty "labels" and "scores" '
+                                 'when it has no predictions']
+    for name in ("p.jsonl", "p.jsonl.gz"):
+        (tmp_path / name).write_bytes(b"" if name == "p.jsonl" else gzip.compress(b""))
+        assert "has prediction rows for 0 of the 3 test rows" in problems_of(tmp_path / name)[0]
+    (tmp_path / "p.txt").write_text("")
+    assert problems_of(tmp_path / "p.txt") == [
+        f"{tmp_path / 'p.txt'}: the file is empty; expected a 'rows cols' header and 3 rows of predictions"]
+
+
+def test_deep_nesting_and_lone_surrogates_are_located(tmp_path):
+    path = tmp_path / "p.jsonl"
+    good = ['{"id": %d, "labels": [], "scores": []}' % i for i in range(3)]
+    path.write_text("\n".join([good[0], "[" * 100000, '{"id": 1, "labels": [], "scores": [], "x": "\\ud800"}',
+                               *good[1:]]) + "\n")
+    assert problems_of(path) == [f"{path}:2: not valid JSON: nested too deeply",
+                                 f'{path}:3: not valid JSON: "x" has a lone surrogate at character 1 (a text must be '
+                                 'valid Unicode)']
 
 
 def test_jsonl_problems_name_file_and_line(tmp_path):

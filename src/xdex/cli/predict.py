@@ -5,33 +5,40 @@ The output has one JSON row per input line, in input order (``id`` = 0-based row
     {"id": 0, "labels": [3, 17], "scores": [0.91, 0.88], "keys": ["l3", "l17"]}
     {"id": 1, "line": 2, "error": "malformed JSON (...)", "labels": [], "scores": [], "keys": []}
 
-``labels`` are catalogue rows and ``keys`` the labels' ids. A bad line (invalid UTF-8, malformed JSON, no
-string "text", a blank text) gets an empty row with its error, so rows line up with input lines and
-``xdex evaluate --pred`` reads the file as it is.
+``labels`` are catalogue rows and ``keys`` the labels' ids. A bad line (invalid UTF-8, malformed or too deeply
+nested JSON, no string "text", a text with a lone surrogate, a blank text, a text the model fails on) gets an
+empty row with its error, so rows line up with input lines and ``xdex evaluate --pred`` reads the file as it is.
 
 Rows are appended and flushed a batch at a time, so a run that is stopped leaves its finished rows, and
 running the same command again continues after the last complete row (a partial last line is cut off
 and redone). The settings of the run (input, model, k, search mode, number of labels) are kept next to the
-output in ``OUTPUT.run.json``; a run with other settings is refused rather than mixed into the same file.
+output in ``OUTPUT.run.json``; a run with other settings is refused rather than mixed into the same file. The
+sidecar also holds a fingerprint of the input lines read so far (their count and SHA-256), written before each
+batch's rows, and a resume refuses an input whose first lines are no longer those.
 Memory is bounded by the batch size.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
+import numpy as np
 import typer
 
 from xdex.cli.evaluate import SEARCH_HELP
 from xdex.data.errors import Problem
-from xdex.text.jsonfile import read_json, write_json
+from xdex.text.jsonfile import parse_json_line, read_json, write_json
 
 if TYPE_CHECKING:
     from xdex.inference.model import DualEncoderModel
+
+logger = logging.getLogger(__name__)
 
 EXIT_BAD_LINES = 3
 LISTED = 20  # bad lines listed on stderr; the others are counted
@@ -50,12 +57,16 @@ class BadLines:
             self.listed.append(problem)
 
 
-def read_lines(path: Path, skip: int = 0) -> Iterator[tuple[int, str | Problem]]:
+def read_lines(path: Path, skip: int = 0, digest: hashlib._Hash | None = None
+               ) -> Iterator[tuple[int, str | Problem]]:
     """(line number, text or what is wrong) of every line after the first ``skip`` of a JSONL file with a
-    "text" field per line (``.jsonl``) or of a file of one text per line, streamed."""
+    "text" field per line (``.jsonl``) or of a file of one text per line, streamed. ``digest`` is fed the
+    bytes of every line read, the skipped ones included (:func:`input_fingerprint`)."""
     as_json = path.suffix == ".jsonl"
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
+            if digest is not None:
+                digest.update(raw)
             if line_no <= skip:
                 continue
             try:
@@ -72,15 +83,30 @@ def _text(raw: bytes, as_json: bool) -> str:
         raise ValueError(f"invalid UTF-8 at byte {e.start + 1}") from None
     if as_json:
         try:
-            row = json.loads(line)
-        except ValueError as e:
+            row = parse_json_line(line)
+        except json.JSONDecodeError as e:
             raise ValueError(f"malformed JSON ({e})") from None
+        except ValueError as e:  # nested too deeply, a lone surrogate, a number Python refuses
+            message = str(e)
+            raise ValueError(message if "surrogate" in message else f"malformed JSON ({message})") from None
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise ValueError('expected an object with a string "text" field')
         line = row["text"]
     if not line.strip():
         raise ValueError("blank text")
     return line
+
+
+def input_fingerprint(path: Path, lines: int) -> tuple[int, str]:
+    """(lines read, SHA-256 of their bytes) of the first ``lines`` lines of ``path`` (fewer if it is shorter)."""
+    digest, n = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if n == lines:
+                break
+            digest.update(raw)
+            n += 1
+    return n, digest.hexdigest()
 
 
 def count_lines(path: Path) -> int:
@@ -108,7 +134,7 @@ def resume(output: Path, settings: dict, input: Path, bad: BadLines) -> int:
                               "choose another --output, or add --overwrite to replace it")
     saved = read_json(marker)
     saved = saved if isinstance(saved, dict) else {}
-    if saved != settings:
+    if any(saved.get(name) != value for name, value in settings.items()):
         changed = [f"{name} {saved.get(name)!r} now {value!r}" for name, value in settings.items()
                    if saved.get(name) != value]
         raise ValueError(f"{output} holds the predictions of another run ({'; '.join(changed)}); choose another "
@@ -128,10 +154,29 @@ def resume(output: Path, settings: dict, input: Path, bad: BadLines) -> int:
                 bad.add(Problem(str(input), rows + 1, str(record["error"])))
             rows += 1
             complete += len(raw)
+    if rows:
+        check_input(input, output, saved, rows)
     if complete < output.stat().st_size:
         with open(output, "r+b") as f:
             f.truncate(complete)
     return rows
+
+
+def check_input(input: Path, output: Path, saved: dict, rows: int) -> None:
+    """Refuse to continue ``output`` when the input lines its rows were predicted from have changed since: the
+    sidecar ``saved`` holds the fingerprint of the input lines read so far (a batch ahead of the rows)."""
+    lines, digest = saved.get("input_lines"), saved.get("input_sha256")
+    if not isinstance(lines, int) or not isinstance(digest, str):
+        raise ValueError(f"{settings_path(output)} has no fingerprint of the input, so it cannot be checked that "
+                         f"{input} is the file {output} was predicted from; add --overwrite to start afresh")
+    found, now = input_fingerprint(input, lines)
+    if found < lines:
+        raise ValueError(f"{output} has {rows} rows but {input} has only {found} lines; the input changed since: "
+                         "add --overwrite to start afresh")
+    if now != digest:
+        raise ValueError(f"the first {lines} lines of {input} are not those {output} was predicted from (their "
+                         "SHA-256 differs): the input changed since; add --overwrite to start afresh, or write to "
+                         "another --output")
 
 
 def register(app: typer.Typer) -> None:
@@ -149,7 +194,8 @@ def register(app: typer.Typer) -> None:
         0-based row), "labels" (catalogue rows), "scores" and "keys" (label ids).
 
         Rows are written a batch at a time; running the same command again after a stop continues after the
-        last finished row. A bad line (invalid UTF-8, malformed JSON, no "text", blank text) is listed on stderr
+        last finished row (refused if the input's contents changed). A bad line (invalid UTF-8, malformed JSON, no
+        "text", a lone surrogate, blank text, a text the model fails on) is listed on stderr
         as FILE:LINE: problem and gets a row with "error" and no labels; the other lines go on. Exit code 0 when
         every line was predicted, 3 when some lines were bad, 1 when the run could not be done.
         """
@@ -171,20 +217,23 @@ def register(app: typer.Typer) -> None:
         if done > total:
             raise ValueError(f"{output} has {done} rows but {input} has only {total} lines; the input changed "
                              "since: add --overwrite to start afresh")
+        digest = hashlib.sha256()
         if done == 0:
-            write_json(settings_path(output), settings)
+            write_json(settings_path(output), {**settings, "input_lines": 0, "input_sha256": digest.hexdigest()})
             output.write_bytes(b"")
         with open(output, "a", encoding="utf-8") as out, \
                 tqdm(total=total, initial=done, desc="predict", unit="line") as progress:
             batch: list[tuple[int, str | Problem]] = []
-            for line in read_lines(input, skip=done):
+            for line in read_lines(input, skip=done, digest=digest):
                 batch.append(line)
                 if len(batch) == batch_size:
-                    _write_batch(model, batch, k, out, bad)
+                    _write_batch(model, batch, k, out, bad, input, {**settings, **_fingerprint(batch, digest)},
+                                 settings_path(output))
                     progress.update(len(batch))
                     batch = []
             if batch:
-                _write_batch(model, batch, k, out, bad)
+                _write_batch(model, batch, k, out, bad, input, {**settings, **_fingerprint(batch, digest)},
+                             settings_path(output))
                 progress.update(len(batch))
         for problem in bad.listed:
             typer.echo(str(problem), err=True)
@@ -197,23 +246,57 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_BAD_LINES)
 
 
-def _write_batch(
-    model: DualEncoderModel, batch: list[tuple[int, str | Problem]], k: int, out: TextIO, bad: BadLines
-) -> None:
-    """Predict the good lines of ``batch``, append one row per line to ``out`` and flush it."""
+def _fingerprint(batch: list[tuple[int, str | Problem]], digest: hashlib._Hash) -> dict:
+    """The sidecar's fingerprint of the input read through the end of ``batch``."""
+    return {"input_lines": batch[-1][0], "input_sha256": digest.hexdigest()}
+
+
+def _write_batch(model: DualEncoderModel, batch: list[tuple[int, str | Problem]], k: int, out: TextIO,
+                 bad: BadLines, input: Path, sidecar: dict, sidecar_path: Path) -> None:
+    """Predict the good lines of ``batch``, append one row per line to ``out`` and flush it.
+
+    The sidecar, with the fingerprint of the input through this batch, is written first, so that it always
+    covers every row of the output."""
     texts = [item for _, item in batch if isinstance(item, str)]
-    ranking = model.predict(texts, k) if texts else None
-    rows, good = [], iter(zip(ranking.indices, ranking.scores) if ranking is not None else ())
+    results = iter(_rank(model, texts, k))
+    write_json(sidecar_path, sidecar)
+    rows = []
     for line_no, item in batch:
-        if isinstance(item, Problem):
-            bad.add(item)
-            rows.append({"id": line_no - 1, "line": line_no, "error": item.message, "labels": [], "scores": [],
-                         "keys": []})
+        result = item if isinstance(item, Problem) else next(results)
+        if isinstance(result, str):
+            result = Problem(str(input), line_no, result)
+        if isinstance(result, Problem):
+            bad.add(result)
+            rows.append({"id": line_no - 1, "line": line_no, "error": _printable(result.message), "labels": [],
+                         "scores": [], "keys": []})
             continue
-        ids, scores = next(good)
+        ids, scores = result
         keep = ids >= 0
         rows.append({"id": line_no - 1, "labels": ids[keep].tolist(),
                      "scores": [round(float(s), 6) for s in scores[keep]],
                      "keys": [model.label_ids[j] for j in ids[keep]]})
     out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     out.flush()
+
+
+PER_TEXT_ERRORS = (ValueError, TypeError, RecursionError)
+
+
+def _rank(model: DualEncoderModel, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray] | str]:
+    """(label rows, scores) of each text, or what went wrong with it: when a batch fails, its texts are
+    predicted one by one, so that one text the model cannot take costs only its own row."""
+    if not texts:
+        return []
+    try:
+        ranking = model.predict(texts, k)
+        return list(zip(ranking.indices, ranking.scores))
+    except PER_TEXT_ERRORS as e:
+        if len(texts) == 1:
+            logger.debug("line not predicted", exc_info=True)
+            return [f"cannot be predicted ({type(e).__name__}: {e})"]
+    return [result for text in texts for result in _rank(model, [text], k)]
+
+
+def _printable(message: str) -> str:
+    """``message`` with anything that cannot be written as UTF-8 (a lone surrogate) escaped."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")

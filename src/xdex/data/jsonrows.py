@@ -1,7 +1,7 @@
 """JSON-lines files: one JSON object per line, read with type-checked field access.
 
-Every problem (malformed JSON, a missing field, a field of the wrong type) is reported at
-its file and line, and the row still counts, so that the rows after it keep their ids.
+Every problem (malformed JSON, a text with a lone surrogate, a missing field, a field of the wrong type) is
+reported at its file and line, and the row still counts, so that the rows after it keep their ids.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from xdex.data.errors import ProblemLog
 from xdex.data.textfile import read_lines
+from xdex.text.jsonfile import parse_json_line
 
 
 def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:
@@ -24,13 +25,14 @@ def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:
             yield None
             continue
         try:
-            value = json.loads(line)
+            value = parse_json_line(line)
         except json.JSONDecodeError as e:
             log.add(path, number, f"malformed JSON: {e.msg} at column {e.colno}")
             yield None
             continue
-        except RecursionError:
-            log.add(path, number, "malformed JSON: nested too deeply")
+        except ValueError as e:  # nested too deeply, a lone surrogate, a number Python refuses
+            message = str(e)
+            log.add(path, number, message if "surrogate" in message else f"malformed JSON: {message}")
             yield None
             continue
         if not isinstance(value, dict):

@@ -4,11 +4,13 @@ Layout::
 
     MODEL_DIR/
       config.yaml            the recipe the model was trained with
-      meta.json              training metadata (data fingerprint, versions, validation metrics, times)
+      meta.json              training metadata (data fingerprint, versions, validation metrics, times) and
+                             "files": the size and SHA-256 of every file below (not added_labels.npz), checked at
+                             load; written last
       encoder/               encoder.json, safetensors weights, tokenizer
       heads.json, heads.safetensors   UniDEC / DePSL heads, DEXA's classifiers or OAK's augmentation block
                              (absent for a plain dual encoder)
-      linker/                OAK only: the linker R, a model directory of its own
+      linker/                OAK only: the linker R, a model directory of its own (its files are listed too)
       labels.jsonl           label ids and texts (row i = label i)
       label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation,
                              DEXA's fused vectors)
@@ -21,24 +23,40 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
+import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.index import ExactIndex, Index, load_index
-from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, with_added, write_added
+from xdex.inference.added_labels import (
+    check_texts,
+    fingerprint,
+    new_keys,
+    read_added,
+    with_added,
+    write_added,
+)
 from xdex.inference.retrieval import retrieve
 from xdex.metrics.ranking import Ranking
 from xdex.modules import ClassifierFusionNet, DualEncoder, OakNet, UniDECNet, load_net
-from xdex.text.jsonfile import read_json, write_json
+from xdex.text.jsonfile import parse_json_line, read_json, write_json
+
+log = logging.getLogger(__name__)
 
 MARKER = "meta.json"
+CONFIG = "config.yaml"
+FILES = "files"  # meta.json's record of the files written: relative path -> {"bytes", "sha256"}
+ENCODER_DIR, INDEX_DIR, LINKER_DIR = "encoder", "index", "linker"
+TOP_FILES = (CONFIG, "labels.jsonl", "label_embeddings.npy", "heads.json", "heads.safetensors")
+HASH_BLOCK = 1 << 20
 
 
 @dataclass
@@ -130,13 +148,18 @@ class DualEncoderModel:
                     fingerprint(self.meta, self.config, self.label_ids[:n]))
 
     def save(self, folder: str | Path) -> None:
-        """Write the model directory; files are replaced atomically, other files are left alone."""
+        """Write the model directory; files are replaced atomically, other files are left alone.
+
+        ``meta.json``, written last, records the size and SHA-256 of every file written (``"files"``), which
+        :meth:`load` checks. A sub-folder (``encoder/``, ``index/``) is replaced whole, so saving is refused
+        when one holds a file that the directory's ``meta.json`` does not list: a file xdex did not write."""
         folder = Path(folder)
+        _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR))
         folder.mkdir(parents=True, exist_ok=True)
-        _replace_dir(folder / "encoder", self.net.encoder.save)
+        _replace_dir(folder / ENCODER_DIR, self.net.encoder.save)
         if hasattr(self.net, "save_heads"):
-            self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers
-        _replace_dir(folder / "index", self.index.save)
+            self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers, OAK's block and linker/
+        _replace_dir(folder / INDEX_DIR, self.index.save)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))
         atomic_write_text(
@@ -145,36 +168,171 @@ class DualEncoderModel:
                     for i, (k, t) in enumerate(zip(self.label_ids[: self.n_trained], self.label_texts))),
         )
         self.save_added(folder)
-        atomic_write_text(folder / "config.yaml", yaml.safe_dump(self.config, sort_keys=False))
-        write_json(folder / MARKER, self.meta)
+        atomic_write_text(folder / CONFIG, yaml.safe_dump(self.config, sort_keys=False))
+        write_json(folder / MARKER, {**self.meta, FILES: _written_files(folder, isinstance(self.net, OakNet))})
 
     @classmethod
-    def load(cls, folder: str | Path) -> DualEncoderModel:
+    def load(cls, folder: str | Path, verify: bool = True) -> DualEncoderModel:
+        """Read a model directory written by :meth:`save`. Every file ``meta.json`` lists is checked to have its
+        recorded size and (unless ``verify`` is False) SHA-256; a damaged file, ``config.yaml`` or
+        ``meta.json`` is a ``ValueError`` naming it."""
         folder = Path(folder)
         if not (folder / MARKER).is_file():
             raise FileNotFoundError(f"{folder}: not an xdex model directory (no {MARKER})")
-        net = load_net(folder, load_linker=cls.load)  # OAK's linker is a model directory of its own
+        meta = _read_meta(folder)
+        files = meta.pop(FILES, None)
+        if files is None:
+            log.debug("%s: written by an older xdex, without checksums of its files; not checked", folder)
+        else:
+            check_files(folder, files, verify)
+        config = _read_config(folder / CONFIG)
+        # OAK's linker is a model directory of its own, loaded here and handed to the network
+        net = load_net(folder, load_linker=lambda path: cls.load(path, verify=verify))
         net.eval()
-        ids, texts = [], []
-        path = folder / "labels.jsonl"
-        with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                try:
-                    row = json.loads(line)
-                    ids.append(str(row["key"]))
-                    texts.append(str(row["text"]))
-                except (ValueError, KeyError) as e:
-                    raise ValueError(f"{path}:{line_no}: damaged label row ({e})") from None
-        emb = np.load(folder / "label_embeddings.npy", mmap_mode="r")  # read-only, paged in on use: L may be 10^6
-        if emb.shape[0] != len(ids):
-            raise ValueError(f"{folder}: {emb.shape[0]} label embeddings for {len(ids)} labels")
-        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
-        meta = read_json(folder / MARKER)
+        labels = folder / "labels.jsonl"
+        ids, texts = _read_labels(labels)
+        path = folder / "label_embeddings.npy"
+        try:
+            emb = np.load(path, mmap_mode="r")  # read-only, paged in on use: L may be 10^6
+        except (ValueError, OSError, EOFError) as e:
+            raise ValueError(f"{path}: damaged label embeddings ({e})") from None
+        if emb.ndim != 2 or emb.shape[0] != len(ids):
+            raise ValueError(f"{path} holds {emb.shape[0] if emb.ndim else 0} label embeddings but {labels} has "
+                             f"{len(ids)} labels; the model directory is damaged")
         added, vectors = read_added(folder, ids, fingerprint(meta, config, ids), net.search, emb.shape[1]), None
         if added is not None:  # vectors for another search mode are recomputed
             vectors = added.vectors if added.vectors is not None else _new_label_vectors(net, added.texts, 512)
             ids, texts = ids + added.keys, texts + added.texts
-        return cls(net, ids, texts, emb, load_index(folder / "index"), config, meta, vectors)
+        return cls(net, ids, texts, emb, load_index(folder / INDEX_DIR), config, meta, vectors)
+
+
+def _read_meta(folder: Path) -> dict:
+    path = folder / MARKER
+    try:
+        meta = read_json(path)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e}); the model directory is damaged") from None
+    except ValueError as e:
+        raise ValueError(f"{e}; the model directory is damaged") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a JSON object; the model directory is damaged")
+    return meta
+
+
+def _read_config(path: Path) -> dict:
+    """The recipe in ``config.yaml``, checked to be one (no unknown key, values of the right types)."""
+    from xdex.config import (  # xdex.methods imports this module
+        ConfigError,
+        from_dict,
+        read_yaml,
+    )
+    from xdex.methods.recipe import RecipeConfig
+
+    try:
+        config = read_yaml(path)
+        from_dict(RecipeConfig, copy.deepcopy(config))
+    except ConfigError as e:
+        message = str(e)
+        raise ValueError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot be read ({e}); the model directory is damaged") from None
+    except (ValueError, TypeError, RecursionError) as e:
+        raise ValueError(f"{path}: not a recipe ({e}); the model directory is damaged") from None
+    return config
+
+
+def _read_labels(path: Path) -> tuple[list[str], list[str]]:
+    """Label keys and texts from ``labels.jsonl``; a damaged row is a ``ValueError`` naming its line."""
+    ids, texts = [], []
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e}); the model directory is damaged") from None
+    for line_no, line in enumerate(data.splitlines(), 1):
+        try:
+            row = parse_json_line(line.decode("utf-8"))
+            if not isinstance(row, dict) or not isinstance(row.get("key"), (str, int)) \
+                    or not isinstance(row.get("text"), str):
+                raise ValueError('expected an object with a "key" and a string "text"')
+        except ValueError as e:  # invalid UTF-8 or JSON, a lone surrogate, nesting, a wrong row
+            raise ValueError(f"{path}:{line_no}: damaged label row ({e})") from None
+        ids.append(str(row["key"]))
+        texts.append(row["text"])
+    return ids, texts
+
+
+def file_record(path: Path) -> dict:
+    """The size and SHA-256 of a file, as ``meta.json`` lists them."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(HASH_BLOCK), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _written_files(folder: Path, linker: bool) -> dict[str, dict]:
+    """Size and SHA-256 of every file :meth:`DualEncoderModel.save` wrote in ``folder`` (not ``meta.json``, nor
+    ``added_labels.npz``, which changes after training and has a fingerprint of its own), by relative path."""
+    paths = [folder / name for name in TOP_FILES if (folder / name).is_file()]
+    for sub in (ENCODER_DIR, INDEX_DIR):
+        paths += sorted(p for p in (folder / sub).rglob("*") if p.is_file())
+    out = {p.relative_to(folder).as_posix(): file_record(p) for p in paths}
+    if linker:  # OAK: the linker is a model directory of its own, written just now with its own record
+        out[f"{LINKER_DIR}/{MARKER}"] = file_record(folder / LINKER_DIR / MARKER)
+        for name, record in read_json(folder / LINKER_DIR / MARKER)[FILES].items():
+            out[f"{LINKER_DIR}/{name}"] = record
+    return dict(sorted(out.items()))
+
+
+def check_files(folder: Path, files: object, verify: bool = True) -> None:
+    """Check that every file ``files`` (``meta.json``'s record) lists has its size and, if ``verify``, SHA-256."""
+    marker = folder / MARKER
+    if not isinstance(files, dict):
+        raise ValueError(f'{marker}: "{FILES}" must be an object; the model directory is damaged')
+    for name, record in files.items():
+        if (not isinstance(record, dict) or not isinstance(record.get("bytes"), int)
+                or not isinstance(record.get("sha256"), str) or not _inside(name)):
+            raise ValueError(f'{marker}: damaged entry for {name!r} in "{FILES}"; the model directory is damaged')
+        path = folder / name
+        try:
+            if not path.is_file():
+                raise ValueError(f"{path} is missing; the model directory is damaged")
+            what = ("size" if path.stat().st_size != record["bytes"]
+                    else "checksum" if verify and file_record(path)["sha256"] != record["sha256"] else None)
+        except OSError as e:
+            raise ValueError(f"{path}: cannot be read ({e.strerror}); the model directory is damaged") from None
+        if what is not None:
+            raise ValueError(f"{path} has changed since the model was written ({what} differs); the model "
+                             "directory is damaged")
+
+
+def _inside(name: object) -> bool:
+    """Whether ``name`` is a relative path that stays inside its folder."""
+    if not isinstance(name, str) or not name or "\\" in name:
+        return False
+    parts = PurePosixPath(name).parts
+    return not PurePosixPath(name).is_absolute() and ".." not in parts and "" not in parts
+
+
+def _check_replaceable(folder: Path, subfolders: Sequence[str]) -> None:
+    """Refuse to save into ``folder`` when a sub-folder that saving replaces holds a file that its
+    ``meta.json`` does not list (or any file, when there is no readable ``meta.json`` listing files)."""
+    present = [p for sub in subfolders if (folder / sub).is_dir() for p in (folder / sub).rglob("*") if p.is_file()]
+    if not present:
+        return
+    listed: set[str] = set()
+    if (folder / MARKER).is_file():
+        try:
+            meta = read_json(folder / MARKER)
+            listed = set(meta.get(FILES) or {}) if isinstance(meta, dict) else set()
+        except (OSError, ValueError, TypeError):
+            listed = set()
+    foreign = [p.relative_to(folder).as_posix() for p in present]
+    foreign = [name for name in foreign if name not in listed]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise FileExistsError(f"{folder}: saving the model would replace {shown}, which xdex did not write (not "
+                              f"listed in {MARKER}); save into another folder, or move them away")
 
 
 def _new_label_vectors(net: DualEncoder | UniDECNet | ClassifierFusionNet | OakNet, texts: list[str],

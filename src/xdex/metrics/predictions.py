@@ -4,7 +4,8 @@ Formats, chosen by the file name's extension:
 
 * ``.jsonl`` (or ``.jsonl.gz``): one object per test row,
   ``{"id": <test row>, "labels": [label ids, best first], "scores": [floats]}``; rows may come in
-  any order, a row that is missing has no predictions, blank lines are skipped.
+  any order, blank lines are skipped, and every test row must have its row (empty lists for no
+  predictions), so that a truncated file is an error rather than a low score.
 * ``.npz``: an ``N x L`` scipy sparse score matrix (``scipy.sparse.save_npz``).
 * ``.txt``: the same matrix in the Extreme Classification Repository text format, a
   ``rows cols`` header, then one line per row of ``label:score`` tokens.
@@ -19,6 +20,7 @@ import gzip
 import json
 import math
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ import scipy.sparse as sp
 from xdex.atomic import atomic_path
 from xdex.data.errors import DataFormatError, Problem, ProblemLog
 from xdex.metrics.ranking import Ranking, top_k
+from xdex.text.jsonfile import parse_json_line
 
 FORMATS = (".jsonl", ".jsonl.gz", ".npz", ".txt")
 
@@ -110,7 +113,7 @@ def _lines(path: Path, log: ProblemLog) -> Iterator[tuple[int, str]]:
                     yield number, raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     log.add(path, number, f"not UTF-8 text ({e.reason} at byte {e.start})")
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             log.add(path, number + 1, f"cannot be read: {e}")
 
 
@@ -123,9 +126,12 @@ def _read_jsonl(path: Path, n_rows: int, n_labels: int) -> Ranking:
         if not line.strip():
             continue
         try:
-            record = json.loads(line.rstrip())
+            record = parse_json_line(line.rstrip())
         except json.JSONDecodeError as e:
             log.add(path, number, f"not valid JSON: {e.msg} (column {e.colno})")
+            continue
+        except ValueError as e:  # nested too deeply, a lone surrogate, a number Python refuses
+            log.add(path, number, f"not valid JSON: {e}")
             continue
         problem = _record_problem(record, n_rows, n_labels)
         if problem is None and record["id"] in seen_on:
@@ -137,6 +143,11 @@ def _read_jsonl(path: Path, n_rows: int, n_labels: int) -> Ranking:
         seen_on[row] = number
         labels[row] = record["labels"]
         scores[row] = [float(s) for s in record["scores"]]
+    if not log and len(seen_on) < n_rows:
+        missing = next(i for i in range(n_rows) if i not in seen_on)
+        log.add(path, None, f"has prediction rows for {len(seen_on)} of the {n_rows} test rows (the first missing "
+                f'"id" is {missing}); a truncated file? Every test row needs a row, with empty "labels" and '
+                '"scores" when it has no predictions')
     log.raise_if_any()
     return Ranking.from_lists(labels, scores)
 
@@ -175,7 +186,8 @@ def _record_problem(record: object, n_rows: int, n_labels: int) -> str | None:
 def _read_npz(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
     try:
         matrix = sp.load_npz(path).tocsr()
-    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
+    except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, NotImplementedError, zlib.error,
+            zipfile.BadZipFile) as e:
         raise DataFormatError([Problem(str(path), None, f"not a scipy sparse .npz score matrix ({e})")]) from None
     problem = None
     if matrix.shape != (n_rows, n_labels):
@@ -204,9 +216,12 @@ def _row_of(matrix: sp.csr_matrix, entry: np.ndarray | int) -> np.ndarray | int:
 def _read_xc_text(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
     log = ProblemLog()
     lines = _lines(path, log)
-    number, header = next(lines, (1, ""))
+    number, header = next(lines, (0, ""))
     shape = header.split()
-    if len(shape) != 2 or not all(_is_count(part) for part in shape):
+    if number == 0:
+        if not log:
+            log.add(path, None, f"the file is empty; expected a 'rows cols' header and {n_rows} rows of predictions")
+    elif len(shape) != 2 or not all(_is_count(part) for part in shape):
         log.add(path, number, f"expected a 'rows cols' header, found {header.strip()!r}")
     elif (int(shape[0]), int(shape[1])) != (n_rows, n_labels):
         log.add(path, number, f"the header says {shape[0]} x {shape[1]} but the test split is {n_rows} x {n_labels}")
