@@ -35,6 +35,7 @@ import numpy as np
 import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
+from xdex.config import ConfigError, from_dict, read_yaml
 from xdex.index import ExactIndex, Index, load_index
 from xdex.inference.added_labels import (
     check_texts,
@@ -45,6 +46,7 @@ from xdex.inference.added_labels import (
     write_added,
 )
 from xdex.inference.retrieval import retrieve
+from xdex.methods.schema import RecipeConfig  # pure data: no training code
 from xdex.metrics.ranking import Ranking
 from xdex.modules import ClassifierFusionNet, DualEncoder, OakNet, UniDECNet, load_net
 from xdex.text.jsonfile import parse_json_line, read_json, write_json
@@ -221,12 +223,6 @@ def _read_meta(folder: Path) -> dict:
 
 def _read_config(path: Path) -> dict:
     """The recipe in ``config.yaml``, checked to be one (no unknown key, values of the right types)."""
-    from xdex.config import (  # xdex.methods imports this module
-        ConfigError,
-        from_dict,
-        read_yaml,
-    )
-    from xdex.methods.recipe import RecipeConfig
 
     try:
         config = read_yaml(path)

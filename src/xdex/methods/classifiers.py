@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from torch import nn
 
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
+from xdex.methods.schema import ClassifierTraining
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.sampling import Batch, HardNegatives, PoolStats, QueryBatcher, seeded_batch
@@ -36,19 +36,6 @@ from xdex.train.optim import OptimConfig
 log = logging.getLogger(__name__)
 
 FUSION_GRID: tuple[float, ...] = tuple(i / 10 for i in range(11))
-
-
-@dataclass
-class ClassifierTraining:
-    """How per-label classifiers are trained over fixed document features (NGAME M2, DEXA Module II, OAK stage 3)."""
-
-    epochs: int = 10
-    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
-    batch_size: int = 256
-    beta: int = 1  # positives sampled per document and step
-    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
-    shortlist_size: int = 100  # hard negatives kept per document (index over the starting classifiers)
-    lr: float = 0.01  # SparseAdam learning rate of the classifiers
 
 
 class ClassifierObjective:

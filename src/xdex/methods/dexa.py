@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
-from xdex.methods.classifiers import ClassifierTraining, choose_fusion, train_classifier_table
+from xdex.methods.classifiers import choose_fusion, train_classifier_table
+from xdex.methods.schema import AuxConfig, ClassifierConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
@@ -30,26 +29,6 @@ from xdex.text.tokens import TokenizedTexts
 from xdex.train import TrainerConfig
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class AuxConfig:
-    """DEXA Module I: auxiliary vectors shared by clusters of labels (the ``aux`` section of a recipe)."""
-
-    clusters: int | None = None  # K, a power of two; None: from labels_per_cluster
-    labels_per_cluster: float = 8.0  # K ≈ L / this (DEXA's advice: K between L/40 and L/2)
-    head_threshold: int = 0  # head label partitioning: labels with this many training points get their own (0: off)
-    clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
-    recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed); moments carry over
-    lr: float | None = None  # learning rate of the vectors (SparseAdam, no weight decay); None: optim.lr_sparse
-
-
-@dataclass
-class ClassifierConfig(ClassifierTraining):
-    """DEXA Module II: per-label classifiers on the frozen encoder (the ``classifiers`` section); hard negatives
-    from an index over ẑ."""
-
-    fusion: float | None = None  # α of the fused score; None: chosen on the validation split (0.5 without one)
 
 
 def num_clusters(config: AuxConfig, n_labels: int) -> int:

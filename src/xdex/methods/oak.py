@@ -27,9 +27,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,9 +40,10 @@ from xdex.encoders.factory import build_encoder
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, build_loss
-from xdex.methods.classifiers import ClassifierTraining, train_classifier_table
+from xdex.methods.classifiers import train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
+from xdex.methods.schema import OakConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules.dual_encoder import DualEncoder
@@ -63,22 +63,6 @@ log = logging.getLogger(__name__)
 
 REFINE = "refine"  # the training sub-folder of stage 3
 BANK = "augment.bank."  # parameter-name prefix of the AK bank (its own learning rate)
-
-
-@dataclass
-class OakConfig:
-    """The ``oak`` section of a recipe."""
-
-    linker: dict = field(default_factory=dict)  # `method` (default ngame) + sections overriding its packaged recipe
-    top_k: int = 3  # K: AKPs per document from the linker at inference (paper: 3)
-    threshold: float | None = None  # drop linked AKPs scoring below this (None: keep all top-K)
-    pooling: Literal["attention", "mean"] = "attention"  # the combiner; mean = Table 7's ablation
-    bank_lr: float = 0.2  # SparseAdam learning rate of the AK bank (paper: 0.2)
-    encoder_term: bool = True  # L(x·yᵀ), Eq. 4
-    calibration: float = 0.01  # λ of L_MI-Calib (Eq. 6); 0 = off
-    calibration_margin: float = 0.1  # γ of Eq. 6
-    candidates: int = 100  # labels taken from the index per document before the re-scoring of Sec. 4.2
-    refine: ClassifierTraining = field(default_factory=ClassifierTraining)
 
 
 class OakObjective(DualEncoderObjective):

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,6 +22,7 @@ import torch
 from torch import nn
 
 from xdex.cluster import balanced_kmeans, clusters_to_lists
+from xdex.methods.schema import SamplingConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.sampling import Batch, ClusterSchedule, HardNegatives, PoolStats, QueryBatcher, seeded_batch
@@ -33,26 +32,6 @@ from xdex.text.tokens import TokenizedTexts
 from xdex.train.distributed import embed_sharded, encode_sharded
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SamplingConfig:
-    """How batches and label pools are built."""
-
-    batch_size: int = 256
-    beta: int = 1  # positives sampled per query: 1 = one positive (POL), > 1 = pick-some-labels
-    refresh_every: int = 4  # τ: epochs between refreshes of clusters and hard negatives
-    first_refresh: int = 2  # epoch (0-based) of the first refresh; random batches before it
-    clustered: bool = True  # NGAME negative-mining-aware batches
-    cluster_size: int = 8  # cluster size at the first refresh ...
-    cluster_growth: float = 2.0  # ... multiplied by this at every later refresh ...
-    cluster_max: int = 32  # ... up to this size
-    hard_negatives: int = 0  # η: hard negatives sampled per query per step (0 = in-batch only)
-    shortlist_size: int | None = None  # |H_i|; default η·τ (UniDEC's advice)
-    embed_batch_size: int = 1024
-    label_space: Literal["pool", "full"] = "pool"  # full: every step scores all L labels (DEXML-Full, Sec. 4.2)
-    label_chunk: int = 1024  # labels encoded at a time by the gradient cache of the full label space
-    cache_negatives: int = 0  # hard negatives per query from the label-embedding cache each step (DEXML C.3)
 
 
 class DualEncoderObjective:

@@ -16,10 +16,8 @@ import copy
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 import scipy.sparse as sp
 import torch
@@ -27,16 +25,17 @@ import yaml
 
 from xdex.config import apply_overrides, load_config, read_yaml
 from xdex.data.dataset import Dataset
-from xdex.encoders.factory import BAG_DEFAULTS, build_encoder
+from xdex.encoders.factory import build_encoder
 from xdex.inference.model import DualEncoderModel
 from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
-from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
+from xdex.methods.dexa import build_aux, train_classifiers
 from xdex.methods.full_label import FullLabelObjective
-from xdex.methods.oak import OakConfig, train_oak
-from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.oak import train_oak
+from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
-from xdex.methods.unidec import HeadsConfig, UniDECObjective
+from xdex.methods.schema import RecipeConfig
+from xdex.methods.unidec import UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules import DualEncoder, UniDECNet
@@ -50,30 +49,7 @@ log = logging.getLogger(__name__)
 METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa", "oak")
 BASE = "base"  # configs/base.yaml: the defaults every method's recipe extends
 FRESH_SECTIONS = {"encoder": "type", "loss": "name"}  # a recipe that changes these keys restarts the section
-DEFAULT_LOSS = {"name": "triplet", "margin": 0.3, "num_negatives": 10}
 CLASSIFIERS = "classifiers"  # the training sub-folder of DEXA's Module II
-
-
-@dataclass
-class DataConfig:
-    label_text: Literal["text", "text+desc"] = "text"  # what the label side of the encoder reads
-    validation_size: int = 1000  # training documents held out for model selection (0: none)
-    eval_ks: list[int] = field(default_factory=lambda: [1, 3, 5])
-
-
-@dataclass
-class RecipeConfig:
-    method: str = "ngame"
-    encoder: dict = field(default_factory=lambda: {"type": "bag", **BAG_DEFAULTS})
-    loss: dict = field(default_factory=lambda: dict(DEFAULT_LOSS))
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    index: dict = field(default_factory=lambda: {"kind": "exact"})
-    heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
-    aux: AuxConfig | None = None  # DEXA Module I: auxiliary vectors for label clusters
-    classifiers: ClassifierConfig | None = None  # DEXA Module II: per-label classifiers, fused scores
-    oak: OakConfig | None = None  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
 
 
 def recipe_path(method: str) -> Path:

@@ -17,8 +17,6 @@ from Φ_D, refreshed every τ epochs (:class:`DualEncoderObjective`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,27 +25,13 @@ from torch import nn
 
 from xdex.losses import BCE
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.schema import HeadsConfig
 from xdex.modules.unidec import UniDECNet
 from xdex.sampling import positives_mask, sample_positives
 from xdex.text.tokens import TokenizedTexts
 from xdex.train.distributed import encode_sharded
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class HeadsConfig:
-    """UniDEC's heads (the ``heads`` section of the ``unidec`` and ``depsl`` recipes)."""
-
-    dim: int = 256  # d of g1 and g2 (the paper: 256-512; search vectors are 2d with "concat")
-    dropout: float = 0.1
-    classifier: bool = True  # g2 + Ψ trained with L_C (UniDEC); false: the DE head alone (DePSL)
-    classifier_loss: dict | None = None  # the loss of L_C; None: the same as `loss`
-    classifier_init: Literal["labels", "random"] = "labels"  # Ψ_l ← Φ_C(z_l) before training, or random
-    lam: float = 0.5  # λ of L = λ·L_D + (1 − λ)·L_C
-    bce_weight: float = 0.0  # weight of an auxiliary OvA BCE on the classifier scores (0: none)
-    extra_positives: int = 0  # β_E: positives per query added to the classifier's pool only (POS-CLF)
-    search: Literal["concat", "de", "clf"] = "concat"  # the model directory's search mode
 
 
 class UniDECObjective(DualEncoderObjective):

@@ -1,0 +1,122 @@
+"""The schema of a recipe: every section a recipe YAML may have, as dataclasses with their defaults.
+
+Pure data: this module imports no training or inference code, so any layer can check a recipe (the
+inference layer checks a model directory's ``config.yaml`` against :class:`RecipeConfig`). The methods
+that use a section import its class from here. Defaults equal ``configs/base.yaml`` (tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from xdex.encoders.factory import BAG_DEFAULTS
+from xdex.train.trainer import TrainerConfig
+
+DEFAULT_LOSS = {"name": "triplet", "margin": 0.3, "num_negatives": 10}
+
+
+@dataclass
+class SamplingConfig:
+    """How batches and label pools are built."""
+
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per query: 1 = one positive (POL), > 1 = pick-some-labels
+    refresh_every: int = 4  # τ: epochs between refreshes of clusters and hard negatives
+    first_refresh: int = 2  # epoch (0-based) of the first refresh; random batches before it
+    clustered: bool = True  # NGAME negative-mining-aware batches
+    cluster_size: int = 8  # cluster size at the first refresh ...
+    cluster_growth: float = 2.0  # ... multiplied by this at every later refresh ...
+    cluster_max: int = 32  # ... up to this size
+    hard_negatives: int = 0  # η: hard negatives sampled per query per step (0 = in-batch only)
+    shortlist_size: int | None = None  # |H_i|; default η·τ (UniDEC's advice)
+    embed_batch_size: int = 1024
+    label_space: Literal["pool", "full"] = "pool"  # full: every step scores all L labels (DEXML-Full, Sec. 4.2)
+    label_chunk: int = 1024  # labels encoded at a time by the gradient cache of the full label space
+    cache_negatives: int = 0  # hard negatives per query from the label-embedding cache each step (DEXML C.3)
+
+
+@dataclass
+class HeadsConfig:
+    """UniDEC's heads (the ``heads`` section of the ``unidec`` and ``depsl`` recipes)."""
+
+    dim: int = 256  # d of g1 and g2 (the paper: 256-512; search vectors are 2d with "concat")
+    dropout: float = 0.1
+    classifier: bool = True  # g2 + Ψ trained with L_C (UniDEC); false: the DE head alone (DePSL)
+    classifier_loss: dict | None = None  # the loss of L_C; None: the same as `loss`
+    classifier_init: Literal["labels", "random"] = "labels"  # Ψ_l ← Φ_C(z_l) before training, or random
+    lam: float = 0.5  # λ of L = λ·L_D + (1 − λ)·L_C
+    bce_weight: float = 0.0  # weight of an auxiliary OvA BCE on the classifier scores (0: none)
+    extra_positives: int = 0  # β_E: positives per query added to the classifier's pool only (POS-CLF)
+    search: Literal["concat", "de", "clf"] = "concat"  # the model directory's search mode
+
+
+@dataclass
+class ClassifierTraining:
+    """How per-label classifiers are trained over fixed document features (NGAME M2, DEXA Module II, OAK stage 3)."""
+
+    epochs: int = 10
+    loss: dict = field(default_factory=lambda: {"name": "triplet", "margin": 0.3, "num_negatives": 10})
+    batch_size: int = 256
+    beta: int = 1  # positives sampled per document and step
+    hard_negatives: int = 10  # η: negatives per document and step, from its shortlist
+    shortlist_size: int = 100  # hard negatives kept per document (index over the starting classifiers)
+    lr: float = 0.01  # SparseAdam learning rate of the classifiers
+
+
+@dataclass
+class ClassifierConfig(ClassifierTraining):
+    """DEXA Module II: per-label classifiers on the frozen encoder (the ``classifiers`` section); hard negatives
+    from an index over ẑ."""
+
+    fusion: float | None = None  # α of the fused score; None: chosen on the validation split (0.5 without one)
+
+
+@dataclass
+class AuxConfig:
+    """DEXA Module I: auxiliary vectors shared by clusters of labels (the ``aux`` section of a recipe)."""
+
+    clusters: int | None = None  # K, a power of two; None: from labels_per_cluster
+    labels_per_cluster: float = 8.0  # K ≈ L / this (DEXA's advice: K between L/40 and L/2)
+    head_threshold: int = 0  # head label partitioning: labels with this many training points get their own (0: off)
+    clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
+    recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed); moments carry over
+    lr: float | None = None  # learning rate of the vectors (SparseAdam, no weight decay); None: optim.lr_sparse
+
+
+@dataclass
+class OakConfig:
+    """The ``oak`` section of a recipe."""
+
+    linker: dict = field(default_factory=dict)  # `method` (default ngame) + sections overriding its packaged recipe
+    top_k: int = 3  # K: AKPs per document from the linker at inference (paper: 3)
+    threshold: float | None = None  # drop linked AKPs scoring below this (None: keep all top-K)
+    pooling: Literal["attention", "mean"] = "attention"  # the combiner; mean = Table 7's ablation
+    bank_lr: float = 0.2  # SparseAdam learning rate of the AK bank (paper: 0.2)
+    encoder_term: bool = True  # L(x·yᵀ), Eq. 4
+    calibration: float = 0.01  # λ of L_MI-Calib (Eq. 6); 0 = off
+    calibration_margin: float = 0.1  # γ of Eq. 6
+    candidates: int = 100  # labels taken from the index per document before the re-scoring of Sec. 4.2
+    refine: ClassifierTraining = field(default_factory=ClassifierTraining)
+
+
+@dataclass
+class DataConfig:
+    label_text: Literal["text", "text+desc"] = "text"  # what the label side of the encoder reads
+    validation_size: int = 1000  # training documents held out for model selection (0: none)
+    eval_ks: list[int] = field(default_factory=lambda: [1, 3, 5])
+
+
+@dataclass
+class RecipeConfig:
+    method: str = "ngame"
+    encoder: dict = field(default_factory=lambda: {"type": "bag", **BAG_DEFAULTS})
+    loss: dict = field(default_factory=lambda: dict(DEFAULT_LOSS))
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    index: dict = field(default_factory=lambda: {"kind": "exact"})
+    heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
+    aux: AuxConfig | None = None  # DEXA Module I: auxiliary vectors for label clusters
+    classifiers: ClassifierConfig | None = None  # DEXA Module II: per-label classifiers, fused scores
+    oak: OakConfig | None = None  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
