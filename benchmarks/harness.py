@@ -76,7 +76,7 @@ def run_isolated(module: str, job: dict, *, args: Sequence[str] = (), env: dict[
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         out = Path(tmp) / "result.json"
         command = [sys.executable, "-m", module, "--one", json.dumps(job), "--result", str(out), *args]
-        code = subprocess.run(command, stdout=sys.stderr, env=python_env(env)).returncode
+        code = subprocess.run(command, stdout=sys.stderr, env=python_env(env), check=False).returncode
         if code == 0 and out.exists():
             return json.loads(out.read_text(encoding="utf-8"))
     log.error("%s %s failed (exit code %d); its messages are above", module, json.dumps(job), code)
@@ -121,10 +121,10 @@ def machine_line(load: Sequence[float] = (), torch_note: str | None = "") -> str
 
 # --- timing and memory ---------------------------------------------------------------------------------
 
-def timed(fn: Callable[[], T]) -> tuple[T, float]:
-    """``fn()`` and its wall time in seconds."""
+def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """``fn(*args, **kwargs)`` and its wall time in seconds."""
     start = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
 
 
@@ -183,3 +183,29 @@ def publish(section: str, write: bool, path: Path = DOCS) -> None:
     print(section)
     if write:
         update_section(section.split("\n", 1)[0], section, path)
+
+
+# --- training steps ----------------------------------------------------------------------------------------
+
+def step_trainer(objective: Any, config: Any, total_steps: int) -> Any:
+    """A :class:`xdex.train.Trainer` of ``objective`` (its model moved to the configured device, in training
+    mode) with the optimisers of ``config`` (a ``TrainerConfig``) and schedules over ``total_steps``, ready for
+    ``Trainer.step`` outside ``fit``; it writes nothing."""
+    from xdex.train.optim import build_optimizers, build_schedulers
+    from xdex.train.trainer import Trainer
+
+    trainer = Trainer(objective, config, workdir=tempfile.gettempdir())  # no fit: no checkpoint is written
+    trainer.model.train()
+    trainer.optimizers = build_optimizers(trainer.model, config.optim)
+    trainer.schedulers = build_schedulers(trainer.optimizers, total_steps, config.optim)
+    return trainer
+
+
+def synchronised_step(trainer: Any, batch: Any) -> float:
+    """``trainer.step(batch)``, returning once a GPU has finished it (so that the step can be timed)."""
+    loss = trainer.step(batch)
+    if trainer.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(trainer.device)
+    return loss
