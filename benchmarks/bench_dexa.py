@@ -28,16 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks.bench_quality import PROPENSITY, run_method
-from benchmarks.harness import (
-    DATA_ROOT_HELP,
-    DOCS,
-    command_line,
-    data_root,
-    load_average,
-    machine_line,
-    publish,
-    repeat,
-)
+from benchmarks.harness import (DATA_ROOT_HELP, DOCS, command_line, data_root, load_average, machine_line, publish,
+                                repeat)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:

@@ -28,17 +28,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.harness import (
-    DOCS,
-    command_line,
-    data_root,
-    load_average,
-    machine_line,
-    median,
-    publish,
-    python_env,
-    speedup,
-)
+from benchmarks.harness import (DOCS, command_line, data_root, load_average, machine_line, median, publish, python_env,
+                                speedup)
 from xdex.data import load
 from xdex.encoders.factory import build_encoder
 from xdex.methods.recipe import build_objective, load_recipe, split_validation
@@ -92,7 +83,8 @@ def section(data: str, epochs: int, results: dict[tuple[str, int, int], dict]) -
         SECTION,
         "",
         f"`{command_line(MODULE, ['--epochs', str(epochs)])}` on `{Path(data).name}` "
-        f"({machine_line(torch_note=', gloo')}). Training queries per second over the epochs after the first, the packaged CPU recipe, "
+        f"({machine_line(torch_note=', gloo')}). "
+        "Training queries per second over the epochs after the first, the packaged CPU recipe, "
         "no refresh and no validation in the timed epochs; the global batch is the same in every row. "
         "The last column is the machine's 1-minute load average after the setting ran: other work on the "
         "machine at the same time slows a row down.",

@@ -36,23 +36,9 @@ import numpy as np
 import torch
 
 from benchmarks.bench_unidec_step import synthetic_data, tokenizer_sample
-from benchmarks.harness import (
-    DOCS,
-    RunFailed,
-    add_isolation_args,
-    command_line,
-    load_average,
-    machine_line,
-    peak_rss_mb,
-    publish,
-    repeat,
-    rss_mb,
-    run_isolated,
-    step_trainer,
-    synchronised_step,
-    timed,
-    write_result,
-)
+from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_line, load_average, machine_line,
+                                peak_rss_mb, publish, repeat, rss_mb, run_isolated, step_trainer, synchronised_step,
+                                timed, write_result)
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.methods.full_label import FullLabelObjective
@@ -208,7 +194,8 @@ def report(command: str, steps: list[dict], model: tuple[dict, dict] | None, loa
         f"{machine_line([load], ' with 1 thread')}.",
         f"The packaged `dexml-full` config (bag-of-embeddings encoder, d = {config.encoder['dim']}, "
         f"{config.loss['name']} loss), overrides: {' '.join(args.set) or 'none'}; B = {s.batch_size} queries, "
-        f"label chunk η = {s.label_chunk}. Synthetic data as in benchmarks.bench_unidec_step: {args.queries:,} queries of 8 "
+        f"label chunk η = {s.label_chunk}. Synthetic data as in benchmarks.bench_unidec_step: "
+        f"{args.queries:,} queries of 8 "
         "and L labels of 4 random words.",
         f"Each (L, way) in a process of its own: setup (data, tokenizer, network), then 1 untimed and {args.steps} "
         "timed training steps (forward, backward, optimiser steps); peak MB: peak resident memory of the process. "

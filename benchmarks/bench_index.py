@@ -17,14 +17,7 @@ import sys
 import numpy as np
 import torch
 
-from benchmarks.harness import (
-    DOCS,
-    command_line,
-    load_average,
-    machine_line,
-    publish,
-    timed,
-)
+from benchmarks.harness import DOCS, command_line, load_average, machine_line, publish, timed
 from xdex.cluster import balanced_kmeans
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
 

@@ -19,21 +19,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from benchmarks.harness import (
-    DOCS,
-    command_line,
-    load_average,
-    machine_line,
-    publish,
-    timed,
-)
-from xdex.metrics import (
-    Ranking,
-    compute_metrics,
-    inverse_propensity,
-    remove_pairs,
-    top_k,
-)
+from benchmarks.harness import DOCS, command_line, load_average, machine_line, publish, timed
+from xdex.metrics import Ranking, compute_metrics, inverse_propensity, remove_pairs, top_k
 
 MODULE = "benchmarks.bench_metrics"
 METRIC_KS = (1, 3, 5, 10, 100)

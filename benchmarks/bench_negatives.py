@@ -29,15 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.harness import (
-    DOCS,
-    command_line,
-    data_root,
-    load_average,
-    machine_line,
-    publish,
-    timed,
-)
+from benchmarks.harness import DOCS, command_line, data_root, load_average, machine_line, publish, timed
 from xdex.data import load
 from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import depth_with_filter, evaluate_predictions

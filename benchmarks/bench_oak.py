@@ -28,16 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.harness import (
-    DATA_ROOT_HELP,
-    command_line,
-    data_root,
-    load_average,
-    machine_line,
-    median,
-    publish,
-    timed,
-)
+from benchmarks.harness import (DATA_ROOT_HELP, command_line, data_root, load_average, machine_line, median, publish,
+                                timed)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:

@@ -26,20 +26,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from benchmarks.harness import (
-    DATA_ROOT_HELP,
-    DOCS,
-    RunFailed,
-    add_isolation_args,
-    command_line,
-    data_root,
-    load_average,
-    machine_line,
-    peak_rss_mb,
-    publish,
-    run_isolated,
-    write_result,
-)
+from benchmarks.harness import (DATA_ROOT_HELP, DOCS, RunFailed, add_isolation_args, command_line, data_root,
+                                load_average, machine_line, peak_rss_mb, publish, run_isolated, write_result)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:

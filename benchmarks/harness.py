@@ -114,7 +114,7 @@ def machine_line(load: Sequence[float] = (), torch_note: str | None = "") -> str
 
         parts.append(f"torch {version('torch')}{torch_note}")
     if load:
-        ends = " and ".join(f"{value:.1f} {when}" for value, when in zip(load, ("at the start", "at the end")))
+        ends = " and ".join(f"{value:.1f} {when}" for value, when in zip(load, ("at the start", "at the end"), strict=False))
         parts.append(f"1-minute load average {ends}")
     return ", ".join(parts)
 
