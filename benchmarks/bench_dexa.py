@@ -1,12 +1,12 @@
 """DEXA against NGAME on real datasets: cluster count, head label partitioning and overheads (DEXA Fig. 3, Tables 5-8).
 
-    python benchmarks/bench_dexa.py [--data-root DIR] [--datasets NAME ...] [--ratios 64 16 4 2] [--hlp 0 50]
+    python -m benchmarks.bench_dexa [--data-root DIR] [--datasets NAME ...] [--ratios 64 16 4 2] [--hlp 0 50]
         [--json out.json] [--update-docs]
 
 For each dataset the ``ngame`` recipe runs once and the ``dexa`` recipe once per labels-per-cluster ratio r
 and head threshold h (``aux.labels_per_cluster=r aux.head_threshold=h``; K = L/r rounded to a power of two,
 so r = 64 ... 2 spans the paper's K = L/64 ... L/2), each in a process of its own
-(``bench_quality.run_isolated``) and scored like the quality benchmark. ``dexa-de`` searches with the label
+(``bench_quality.run_method``) and scored like the quality benchmark. ``dexa-de`` searches with the label
 embeddings of the encoder that Module I trains with the auxiliary vectors A (Eq. 5); ``dexa`` fuses them with
 Module II's classifiers (Eq. 6). NGAME is DEXA's Module I with K = 0 (Fig. 3): same encoder, same schedule.
 
@@ -20,20 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
-import shlex
 import sys
 import tempfile
-import time
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bench_quality import DATA_ROOT, PROPENSITY, run_isolated
-from docs_section import DOCS, publish
+from benchmarks.bench_quality import PROPENSITY, run_method
+from benchmarks.harness import (DATA_ROOT_HELP, DOCS, command_line, data_root, load_average, machine_line, publish,
+                                repeat)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -42,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bench_dexa")
 
+MODULE = "benchmarks.bench_dexa"
 SECTION = "## DEXA: cluster count, head label partitioning and overheads"
 DATASETS = ("foldoc-links-titles", "gcide-links-titles")
 RATIOS = (64.0, 16.0, 4.0, 2.0)
@@ -91,7 +88,7 @@ def aux_setting(dataset: Dataset, config: RecipeConfig) -> dict:
 
 def sweep(path: Path, dataset: Dataset, ratios: list[float], hlps: list[int]) -> list[dict]:
     """NGAME, then DEXA for each (ratio, threshold): one entry per run with its records (bench_quality's)."""
-    runs = [{"dataset": path.name, "recipe": "ngame", "records": run_isolated(path, "ngame", [])}]
+    runs = [{"dataset": path.name, "recipe": "ngame", "records": run_method(path, "ngame", [])}]
     for ratio in ratios:
         for hlp in hlps:
             setting = aux_setting(dataset, dexa_config(ratio, hlp))
@@ -102,7 +99,7 @@ def sweep(path: Path, dataset: Dataset, ratios: list[float], hlps: list[int]) ->
                 log.warning("dexa r=%g h=%d on %s not run: %s", ratio, hlp, path.name, problem)
                 run["records"] = [{"dataset": path.name, "method": "dexa", "error": problem}]
             else:
-                run["records"] = run_isolated(path, "dexa", list(aux_overrides(ratio, hlp)))
+                run["records"] = run_method(path, "dexa", list(aux_overrides(ratio, hlp)))
             runs.append(run)
     return runs
 
@@ -182,12 +179,7 @@ def predict_seconds(folder: Path, texts: list[str], k: int) -> float:
     from xdex.inference import DualEncoderModel
 
     model = DualEncoderModel.load(folder)
-    times = []
-    for _ in range(PREDICT_REPEATS):
-        start = time.perf_counter()
-        model.predict(texts, k)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(repeat(lambda: model.predict(texts, k), PREDICT_REPEATS))
 
 
 def overheads(dataset: Dataset, ratios: list[float]) -> list[dict]:
@@ -244,8 +236,7 @@ def overhead_verdict(rows: list[dict]) -> str:
 
 def report(command: str, runs: list[dict], costs: list[dict], cost_dataset: str, loads: tuple[float, float]) -> str:
     sentences = [
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
-        f"torch {version('torch')}, 1-minute load average {loads[0]:.1f} at the start and {loads[1]:.1f} at the end.",
+        f"{machine_line(loads)}.",
         "Metrics in percent on each test split, scored by `xdex.metrics.evaluate_predictions` (filter pairs removed, "
         f"propensities A={PROPENSITY[0]}, B={PROPENSITY[1]}); each run holds out `data.validation_size` training "
         "documents to choose its best epoch and, for dexa, the fusion weight.",
@@ -311,9 +302,8 @@ def load_datasets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT,
-                        help="folder of the dataset folders (default: $XDEX_DATA_ROOT, else ../shared/data beside "
-                             "the checkout)")
+    parser.add_argument("--data-root", type=Path, default=data_root(),
+                        help=f"folder of the dataset folders (default: {DATA_ROOT_HELP})")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), help="dataset folders under --data-root")
     parser.add_argument("--ratios", nargs="+", type=float, default=list(RATIOS),
                         help="labels per cluster r (K = L/r rounded to a power of two)")
@@ -323,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
-    start_load = os.getloadavg()[0]
+    start_load = load_average()
     datasets = load_datasets(parser, args)
     runs = []
     for name, dataset in datasets.items():
@@ -332,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     costs = overheads(first, args.ratios)
     if args.json:
         atomic_write_text(args.json, json.dumps({"runs": runs, "overheads": costs}, indent=1) + "\n")
-    command = shlex.join(["python", "benchmarks/bench_dexa.py", *argv])
-    section = report(command, runs, costs, first.name, (start_load, os.getloadavg()[0]))
+    command = command_line(MODULE, argv)
+    section = report(command, runs, costs, first.name, (start_load, load_average()))
     publish(section, args.update_docs)
     return 0
 

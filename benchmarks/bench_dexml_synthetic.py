@@ -1,7 +1,7 @@
 """DEXML's synthetic checks on CPU: the decoupled-softmax task (Fig. 2) and random-pair memorisation (Table 10).
 
-    python benchmarks/bench_dexml_synthetic.py decoupled [--set key=value ...] [--update-docs]
-    python benchmarks/bench_dexml_synthetic.py memorisation --n 100000 [--set key=value ...] [--update-docs]
+    python -m benchmarks.bench_dexml_synthetic decoupled [--set key=value ...] [--update-docs]
+    python -m benchmarks.bench_dexml_synthetic memorisation --n 100000 [--set key=value ...] [--update-docs]
 
 Both train the `dexml` recipe (bag-of-embeddings encoder, CPU defaults unless --set says otherwise) on a
 dataset from :mod:`xdex.data.synthetic` and report test P@1. `decoupled` trains twice, with the
@@ -13,22 +13,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
-import resource
-import shlex
 import sys
 import tempfile
-import time
 
-import torch
-from docs_section import update_section
-
+from benchmarks.harness import command_line, load_average, machine_line, peak_rss_mb, timed, update_section
 from xdex.data.synthetic import decoupled_softmax_task, memorisation_task
 from xdex.encoders.factory import build_encoder
 from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import compute_metrics
 
 log = logging.getLogger("bench_dexml_synthetic")
+MODULE = "benchmarks.bench_dexml_synthetic"
 TASKS = {"decoupled": "decoupled softmax (Fig. 2)", "memorisation": "memorisation (Table 10)"}
 
 
@@ -41,9 +36,7 @@ def run(dataset, overrides: list[str]) -> dict:
     log.info("encoder %s", cfg.encoder)
     cfg.trainer.progress = False
     with tempfile.TemporaryDirectory(prefix="xdex-bench-") as tmp:
-        t0 = time.perf_counter()
-        model = train(dataset, cfg, os.path.join(tmp, "model"))
-        seconds = time.perf_counter() - t0
+        model, seconds = timed(lambda: train(dataset, cfg, os.path.join(tmp, "model")))
         ranking = model.predict(dataset.test.texts, 5)
     metrics = compute_metrics(ranking, dataset.test.labels, ks=(1, 5))
     return {"P@1": metrics["P@1"], "P@5": metrics["P@5"], "train s": seconds}
@@ -67,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000, help="pairs of the memorisation task")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="recipe override key=value")
     parser.add_argument("--update-docs", action="store_true", help="write the task's section of docs/benchmarks.md")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    load = os.getloadavg()[0]
+    load = load_average()
     encoder = load_recipe("dexml", overrides=args.overrides).encoder["type"]
     title_line = section_title(args.task, encoder)
     if args.task == "decoupled":
@@ -82,17 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         dataset = memorisation_task(n=args.n)
         rows = {"dexml": run(dataset, ["data.validation_size=0", *args.overrides])}
         title = f"{args.n:,} random 16-token query/label pairs; P@1 on the pairs themselves"
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()
     lines = ["| run | P@1 | P@5 | train s |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {r['P@1']:.2f} | {r['P@5']:.2f} | {r['train s']:.0f} |" for name, r in rows.items()]
     table = "\n".join(lines)
     print(f"{title}\n{table}\npeak memory {peak_mb:.0f} MB")
     if args.update_docs:
-        command = "python benchmarks/bench_dexml_synthetic.py " + shlex.join(sys.argv[1:])
+        command = command_line(MODULE, argv)
         section = "\n".join([
             title_line, "", title, "",
-            f"`{command}` on {os.cpu_count()} CPU cores, Python {platform.python_version()}, torch {torch.__version__},"
-            f" load average {load:.1f} at the start; peak memory {peak_mb:.0f} MB.", "", table, "",
+            f"`{command}` on {machine_line([load])}; peak memory {peak_mb:.0f} MB.", "", table, "",
         ])
         update_section(title_line, section)
     return 0

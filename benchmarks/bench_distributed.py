@@ -1,11 +1,12 @@
 """Training throughput with 1 and 2 processes (torchrun, gloo on CPU) against 1 process with 1 and 2 threads.
 
-    python benchmarks/bench_distributed.py [--data /work/shared/data/foldoc-links] [--methods ngame unidec]
+    python -m benchmarks.bench_distributed [--data DIR] [--methods ngame unidec]
         [--epochs 3] [--update-docs]
 
 Each setting trains the packaged CPU recipe (``--set``-style overrides below) on the dataset's training
 split for --epochs epochs under ``torchrun --standalone`` and reports the training queries per second of
-the epochs after the first (the first pays for warm-up and allocations). No refresh runs in the timed
+the epochs after the first (the first pays for warm-up and allocations); --data defaults to foldoc-links
+under $XDEX_DATA_ROOT, else under ../shared/data beside the repository. No refresh runs in the timed
 epochs (``sampling.first_refresh`` is past the last epoch) and nothing is validated, so the figure is
 the training steps alone: forward, backward, gradient averaging (DDP over gloo) and optimiser steps.
 The global batch is the recipe's in every setting, so each of 2 ranks encodes half of every batch.
@@ -20,17 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
-from docs_section import DOCS, publish
 
+from benchmarks.harness import (DOCS, command_line, data_root, load_average, machine_line, median, publish, python_env,
+                                speedup)
 from xdex.data import load
 from xdex.encoders.factory import build_encoder
 from xdex.methods.recipe import build_objective, load_recipe, split_validation
@@ -39,6 +38,7 @@ from xdex.train import distributed as dist
 
 log = logging.getLogger("bench_distributed")
 
+MODULE = "benchmarks.bench_distributed"
 SECTION = "## Distributed training: 1 vs 2 processes"
 SETTINGS = ((1, 1), (1, 2), (2, 1))  # (processes, threads per process)
 
@@ -72,20 +72,19 @@ def measure(data: str, method: str, processes: int, threads: int, epochs: int) -
     with tempfile.TemporaryDirectory(prefix="bench-distributed-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-               __file__, "--worker", "--data", data, "--method", method, "--epochs", str(epochs),
+               "-m", MODULE, "--worker", "--data", data, "--method", method, "--epochs", str(epochs),
                "--threads", str(threads), "--json", str(out)]
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-        return {**json.loads(out.read_text()), "load": os.getloadavg()[0]}
+        subprocess.run(cmd, check=True, env=python_env({"OMP_NUM_THREADS": str(threads)}), stdout=subprocess.DEVNULL)
+        return {**json.loads(out.read_text()), "load": load_average()}
 
 
 def section(data: str, epochs: int, results: dict[tuple[str, int, int], dict]) -> str:
     lines = [
         SECTION,
         "",
-        f"`python benchmarks/bench_distributed.py --epochs {epochs}` on `{Path(data).name}` "
-        f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        "gloo). Training queries per second over the epochs after the first, the packaged CPU recipe, "
+        f"`{command_line(MODULE, ['--epochs', str(epochs)])}` on `{Path(data).name}` "
+        f"({machine_line(torch_note=', gloo')}). "
+        "Training queries per second over the epochs after the first, the packaged CPU recipe, "
         "no refresh and no validation in the timed epochs; the global batch is the same in every row. "
         "The last column is the machine's 1-minute load average after the setting ran: other work on the "
         "machine at the same time slows a row down.",
@@ -94,10 +93,10 @@ def section(data: str, epochs: int, results: dict[tuple[str, int, int], dict]) -
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for (method, processes, threads), r in results.items():
-        per_epoch = float(np.median(r["seconds"]))
-        base = float(np.median(results[method, 1, 1]["seconds"]))
+        per_epoch = median(r["seconds"])
+        versus = speedup(results[method, 1, 1]["seconds"], r["seconds"])
         lines.append(f"| {method} | {processes} x {threads} | {r['steps']} | {per_epoch:.2f} | "
-                     f"{r['queries'] / per_epoch:,.0f} | {base / per_epoch:.2f}x | {r['load']:.1f} |")
+                     f"{r['queries'] / per_epoch:,.0f} | {versus:.2f}x | {r['load']:.1f} |")
     lines += [
         "",
         "Two ranks on two cores only share the machine one process with two threads already uses, and pay "
@@ -111,7 +110,7 @@ def section(data: str, epochs: int, results: dict[tuple[str, int, int], dict]) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="/work/shared/data/foldoc-links")
+    parser.add_argument("--data", default=str(data_root() / "foldoc-links"), help="dataset folder")
     parser.add_argument("--methods", nargs="+", default=["ngame", "unidec"])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")

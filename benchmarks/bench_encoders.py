@@ -7,8 +7,8 @@ AdamW. Pairs come from a dataset folder in the shared layout (``train.jsonl.gz``
 and are repeated up to ``--pairs``; without a dataset, synthetic short texts are generated. P@1 on the
 test split (exact search over all labels, filter pairs removed) shows that the epoch learns.
 
-    python benchmarks/bench_encoders.py --data path/to/gcide-links-titles
-    python benchmarks/bench_encoders.py --transformer   # also time a MiniLM-L6-shaped transformer
+    python -m benchmarks.bench_encoders --data path/to/gcide-links-titles
+    python -m benchmarks.bench_encoders --transformer   # also time a MiniLM-L6-shaped transformer
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import gzip
 import json
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness import load_average, machine_line, median, repeat, timed
 from xdex.encoders import BagOfEmbeddings, Encoder, Transformer, idf_weights
 from xdex.text import TokenCache, TokenizedTexts, Tokenizer
 from xdex.train.optim import OptimConfig, build_optimizers
@@ -101,6 +101,28 @@ def train_epoch(
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
+def transformer_speed(encoder: Transformer, texts: list[str], bf16: bool) -> dict:
+    """Texts per second of inference, and the median seconds of a training step on 64 pairs."""
+    tokens = encoder.tokenize([" ".join(texts[i : i + 32]) for i in range(0, 32 * 2048, 32)])
+    encoder.embed(tokens[:256])
+    _, seconds = timed(encoder.embed, tokens, batch_size=256)
+    opt = torch.optim.AdamW(encoder.parameters(), lr=1e-5)
+    encoder.train()
+    steps = iter(range(4))
+
+    def train_step() -> None:
+        step = next(steps)
+        q = F.normalize(encoder(tokens[np.arange(64) + 64 * step]), dim=1)
+        lab = F.normalize(encoder(tokens[np.arange(64) + 64 * step + 1024]), dim=1)
+        F.cross_entropy(q @ lab.T / 0.05, torch.arange(64)).backward()
+        opt.step()
+        opt.zero_grad()
+
+    kind = "bf16" if bf16 else "fp32"
+    return {f"infer_texts_per_s_{kind}": len(tokens) / seconds,
+            f"train_step_64_pairs_s_{kind}": median(repeat(train_step, 3, warmup=1))}
+
+
 def time_transformer(tokenizer: Tokenizer, texts: list[str], folder: Path) -> dict:
     """Inference and training-step speed of a randomly initialised BERT shaped like all-MiniLM-L6-v2,
     on 2,048 texts of 32 tokens (label texts joined, then truncated)."""
@@ -115,24 +137,7 @@ def time_transformer(tokenizer: Tokenizer, texts: list[str], folder: Path) -> di
     tokenizer.save(folder)
     out = {}
     for bf16 in (False, True):
-        encoder = Transformer(folder, max_length=32, bf16=bf16)
-        tokens = encoder.tokenize([" ".join(texts[i : i + 32]) for i in range(0, 32 * 2048, 32)])
-        encoder.embed(tokens[:256])
-        start = time.perf_counter()
-        encoder.embed(tokens, batch_size=256)
-        out[f"infer_texts_per_s_{'bf16' if bf16 else 'fp32'}"] = len(tokens) / (time.perf_counter() - start)
-        opt = torch.optim.AdamW(encoder.parameters(), lr=1e-5)
-        encoder.train()
-        times = []
-        for step in range(4):
-            start = time.perf_counter()
-            q = F.normalize(encoder(tokens[np.arange(64) + 64 * step]), dim=1)
-            lab = F.normalize(encoder(tokens[np.arange(64) + 64 * step + 1024]), dim=1)
-            F.cross_entropy(q @ lab.T / 0.05, torch.arange(64)).backward()
-            opt.step()
-            opt.zero_grad()
-            times.append(time.perf_counter() - start)
-        out[f"train_step_64_pairs_s_{'bf16' if bf16 else 'fp32'}"] = float(np.median(times[1:]))
+        out.update(transformer_speed(Transformer(folder, max_length=32, bf16=bf16), texts, bf16))
     return out
 
 
@@ -165,22 +170,18 @@ def main() -> None:
     reps = -(-args.pairs // len(pairs))
     pairs = np.tile(pairs, (reps, 1))[np.random.default_rng(args.seed).permutation(len(pairs) * reps)[: args.pairs]]
     figures: dict = {"data": source, "documents": len(docs), "labels": len(label_texts), "pairs": len(pairs),
-                     "batch_size": args.batch_size, "dim": args.dim, "cpus": os.cpu_count(),
-                     "load_avg_1min_start": os.getloadavg()[0]}
+                     "batch_size": args.batch_size, "dim": args.dim, "machine": machine_line(),
+                     "load_avg_1min_start": load_average()}
 
-    start = time.perf_counter()
-    tokenizer = Tokenizer.train_wordpiece(docs + label_texts, args.vocab_size, seed=args.seed)
-    figures["wordpiece_train_s"] = time.perf_counter() - start
+    tokenizer, figures["wordpiece_train_s"] = timed(
+        lambda: Tokenizer.train_wordpiece(docs + label_texts, args.vocab_size, seed=args.seed))
     figures["vocab_size"] = tokenizer.vocab_size
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = TokenCache(tokenizer, args.max_length, folder=Path(tmp) / "tokens")
-        start = time.perf_counter()
-        doc_tokens, label_tokens = cache.get(docs), cache.get(label_texts)
-        figures["token_cache_miss_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        doc_tokens, label_tokens = cache.get(docs), cache.get(label_texts)
-        figures["token_cache_hit_s"] = time.perf_counter() - start
+        _, figures["token_cache_miss_s"] = timed(lambda: (cache.get(docs), cache.get(label_texts)))
+        (doc_tokens, label_tokens), figures["token_cache_hit_s"] = timed(lambda: (cache.get(docs),
+                                                                                  cache.get(label_texts)))
         figures["avg_tokens_per_text"] = float(np.mean(np.concatenate([doc_tokens.lengths, label_tokens.lengths])))
 
         idf = idf_weights(TokenizedTexts.concatenate([doc_tokens, label_tokens]), tokenizer.vocab_size)
@@ -197,13 +198,12 @@ def main() -> None:
             figures[f"epoch_s_{threads}_threads"], figures[f"epoch_cpu_s_{threads}_threads"] = wall, cpu
             if test is not None:
                 figures[f"p_at_1_after_{threads}_threads"] = precision_at_1(encoder, test, label_tokens)
-            start = time.perf_counter()
-            encoder.embed(label_tokens, batch_size=1024)
-            figures[f"bag_infer_texts_per_s_{threads}_threads"] = len(label_tokens) / (time.perf_counter() - start)
+            _, seconds = timed(encoder.embed, label_tokens, batch_size=1024)
+            figures[f"bag_infer_texts_per_s_{threads}_threads"] = len(label_tokens) / seconds
             if args.transformer:
                 transformer = time_transformer(tokenizer, label_texts, Path(tmp) / f"minilm-shaped-{threads}")
                 figures.update({f"{k}_{threads}_threads": v for k, v in transformer.items()})
-        figures["load_avg_1min_end"] = os.getloadavg()[0]
+        figures["load_avg_1min_end"] = load_average()
 
     for key, value in figures.items():
         logger.info("%s: %s", key, f"{value:.4g}" if isinstance(value, float) else value)

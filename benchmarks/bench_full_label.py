@@ -1,6 +1,6 @@
 """DEXML-Full on CPU: peak memory and step time against L, naive against gradient cache, and a 10^6-label model.
 
-    python benchmarks/bench_full_label.py [--labels 10000 100000 1000000] [--queries 20000] [--steps 3]
+    python -m benchmarks.bench_full_label [--labels 10000 100000 1000000] [--queries 20000] [--steps 3]
         [--naive-budget-mb 8000] [--model-labels 1000000] [--model-queries 2048] [--set key=value ...]
         [--update-docs]
 
@@ -23,12 +23,9 @@ words; queries of 8, labels of 4 words; 1 to 5 Zipf-distributed positives per qu
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
-import os
-import platform
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,21 +34,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_quality import peak_rss_mb
-from bench_unidec_step import synthetic_data, tokenizer_sample, train_step
-from docs_section import DOCS, publish
 
-from xdex.atomic import atomic_write_text
+from benchmarks.bench_unidec_step import synthetic_data, tokenizer_sample
+from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_line, load_average, machine_line,
+                                peak_rss_mb, publish, repeat, rss_mb, run_isolated, step_trainer, synchronised_step,
+                                timed, write_result)
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.methods.full_label import FullLabelObjective
 from xdex.methods.recipe import build_objective, load_recipe, train
 from xdex.text.cache import CACHE_ENV
-from xdex.train.optim import build_optimizers, build_schedulers
-from xdex.train.trainer import resolve_device
 
 log = logging.getLogger("bench_full_label")
 
+MODULE = "benchmarks.bench_full_label"
 SECTION = "## DEXML-Full: memory and step time against the number of labels"
 FULL_CONFIG = Path(str(resources.files("xdex") / "configs" / "dexml-full.yaml"))
 WAYS = ("gradient cache", "naive")
@@ -83,31 +79,19 @@ def measure_steps(way: str, n_labels: int, n_queries: int, steps: int, overrides
     _, objective = build_objective(config, encoder, queries, labels, y)
     if way == "naive":
         objective = NaiveFullLabel(objective.net, objective.loss_fn, queries, labels, y, config.sampling)
-    device = resolve_device(config.trainer.device)
-    model = objective.model.to(device)
-    model.train()
+    trainer = step_trainer(objective, config.trainer, objective.steps_per_epoch())  # the model on its device
     setup_s = time.perf_counter() - start
     setup_mb = rss_mb()
-    optimizers = build_optimizers(model, config.trainer.optim)
-    schedulers = build_schedulers(optimizers, objective.steps_per_epoch(), config.trainer.optim)
-    items = objective.batches(0)
-    step_s, losses = [], []
-    for s in range(1 + steps):
-        start = time.perf_counter()
-        losses.append(train_step(objective, items[s % len(items)], optimizers, schedulers, config.trainer, device))
-        if s >= 1:
-            step_s.append(time.perf_counter() - start)
-        log.info("%s, L = %d: step %d in %.1f s", way, n_labels, s, time.perf_counter() - start)
+    cycle, losses = itertools.cycle(objective.batches(0)), []
+
+    def step() -> None:
+        loss, seconds = timed(lambda: synchronised_step(trainer, next(cycle)))
+        losses.append(loss)
+        log.info("%s, L = %d: step %d in %.1f s", way, n_labels, len(losses) - 1, seconds)
+
+    step_s = repeat(step, steps, warmup=1)
     return {"way": way, "labels": n_labels, "setup_s": setup_s, "step_s": step_s, "losses": losses,
             "setup_mb": setup_mb, "peak_mb": peak_rss_mb()}
-
-
-def rss_mb() -> float:
-    """Resident memory of this process now, in MB (Linux's VmRSS)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise OSError("no VmRSS in /proc/self/status")
 
 
 def measure_model(step: str, n_labels: int, n_queries: int, folder: str, overrides: list[str], seed: int = 0) -> dict:
@@ -135,18 +119,14 @@ def measure_model(step: str, n_labels: int, n_queries: int, folder: str, overrid
             "found": int((ranking.indices >= 0).sum()), "peak_mb": peak_rss_mb()}
 
 
-def run_isolated(job: dict) -> dict:
-    """``job`` in a fresh Python process with one torch thread and a token cache of its own; its record, or
+def run_job(job: dict) -> dict:
+    """``job`` in a process of its own with one torch thread and a token cache of its own; its record, or
     its failure."""
     with tempfile.TemporaryDirectory(prefix="bench-full-label-") as tmp:
-        out = Path(tmp) / "result.json"
-        command = [sys.executable, __file__, "--one", json.dumps(job), "--result", str(out)]
-        env = os.environ | {CACHE_ENV: str(Path(tmp) / "cache"), "OMP_NUM_THREADS": "1"}
-        code = subprocess.run(command, stdout=sys.stderr, env=env).returncode
-        if code == 0 and out.exists():
-            return json.loads(out.read_text(encoding="utf-8"))
-    log.error("%s failed (exit code %d); its messages are above", job, code)
-    return job | {"error": f"exit code {code}"}
+        try:
+            return run_isolated(MODULE, job, env={CACHE_ENV: str(Path(tmp) / "cache"), "OMP_NUM_THREADS": "1"})
+        except RunFailed as failure:
+            return job | {"error": str(failure)}
 
 
 def run_steps(args: argparse.Namespace) -> list[dict]:
@@ -159,7 +139,7 @@ def run_steps(args: argparse.Namespace) -> list[dict]:
             if expected is not None and expected > args.naive_budget_mb:
                 records.append({"way": way, "labels": n, "skipped": expected})
                 continue
-            record = run_isolated({"kind": "steps", "way": way, "n_labels": n, "n_queries": args.queries,
+            record = run_job({"kind": "steps", "way": way, "n_labels": n, "n_queries": args.queries,
                                    "steps": args.steps, "overrides": args.set})
             records.append(record)
             if "error" not in record:
@@ -211,11 +191,11 @@ def report(command: str, steps: list[dict], model: tuple[dict, dict] | None, loa
     config = load_recipe("dexml", FULL_CONFIG, args.set)
     s = config.sampling
     sentences = [
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, torch "
-        f"{torch.__version__} with 1 thread, 1-minute load average {load:.1f} at the start.",
+        f"{machine_line([load], ' with 1 thread')}.",
         f"The packaged `dexml-full` config (bag-of-embeddings encoder, d = {config.encoder['dim']}, "
         f"{config.loss['name']} loss), overrides: {' '.join(args.set) or 'none'}; B = {s.batch_size} queries, "
-        f"label chunk η = {s.label_chunk}. Synthetic data as in bench_unidec_step.py: {args.queries:,} queries of 8 "
+        f"label chunk η = {s.label_chunk}. Synthetic data as in benchmarks.bench_unidec_step: "
+        f"{args.queries:,} queries of 8 "
         "and L labels of 4 random words.",
         f"Each (L, way) in a process of its own: setup (data, tokenizer, network), then 1 untimed and {args.steps} "
         "timed training steps (forward, backward, optimiser steps); peak MB: peak resident memory of the process. "
@@ -240,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-queries", type=int, default=2048, help="training queries of that model")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # a job to run in this process (JSON)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its record
+    add_isolation_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     torch.set_num_threads(1)
@@ -249,12 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         job = json.loads(args.one)
         kind = job.pop("kind")
         record = measure_steps(**job) if kind == "steps" else measure_model(**job)
-        atomic_write_text(args.result, json.dumps(record))
+        write_result(args.result, record)
         return 0
     if min(args.labels) < 1 or args.queries < 1 or args.steps < 1:
         parser.error("--labels, --queries and --steps must be positive")
     load_recipe("dexml", FULL_CONFIG, args.set)  # a bad --set stops here, before any run
-    load = os.getloadavg()[0]
+    load = load_average()
     steps = run_steps(args)
     model = None
     if args.model_labels:
@@ -262,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             folder = str(Path(tmp) / "model")
             common = {"n_labels": args.model_labels, "n_queries": args.model_queries, "folder": folder,
                       "overrides": args.set}
-            model = (run_isolated({"kind": "model", "step": "train", **common}),
-                     run_isolated({"kind": "model", "step": "predict", **common}))
-    command = shlex.join(["python", "benchmarks/bench_full_label.py", *argv])
+            model = (run_job({"kind": "model", "step": "train", **common}),
+                     run_job({"kind": "model", "step": "predict", **common}))
+    command = command_line(MODULE, argv)
     publish(report(command, steps, model, load, args), args.update_docs)
     return 0
 

@@ -1,6 +1,6 @@
 """Index speed on random unit vectors: exact and HNSW build time, queries/s, HNSW recall@k; balanced k-means time.
 
-    python benchmarks/bench_index.py --items 100000 --dim 256 32 --queries 1000 [--update-docs]
+    python -m benchmarks.bench_index --items 100000 --dim 256 32 --queries 1000 [--update-docs]
 
 Items and queries are independent standard normal vectors scaled to unit norm (metric "ip"),
 for each ``--dim``. Recall@k of HNSW is measured against the exact index for each ``--ef``
@@ -12,36 +12,23 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import platform
-import shlex
 import sys
-import time
-from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 import torch
-from docs_section import DOCS, publish
 
+from benchmarks.harness import DOCS, command_line, load_average, machine_line, publish, timed
 from xdex.cluster import balanced_kmeans
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
 
+MODULE = "benchmarks.bench_index"
 SECTION = "## Index"
 log = logging.getLogger("bench_index")
-T = TypeVar("T")
 
 
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     x = rng.standard_normal((n, dim), dtype=np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def timed(fn: Callable[[], T]) -> tuple[T, float]:
-    """``fn()`` and its wall time in seconds."""
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
 
 
 Row = tuple[str, ...]
@@ -83,14 +70,12 @@ def table(header: Row, rows: list[Row]) -> list[str]:
 
 def report(args: argparse.Namespace, argv: list[str], rows: list[Row], clustering: list[Row], load: float) -> str:
     """The markdown section for docs/benchmarks.md; ``load`` is the 1-minute load average at the start."""
-    command = " ".join(["python benchmarks/bench_index.py", shlex.join(argv)]).strip()
-    cpu = platform.processor() or platform.machine()
+    command = command_line(MODULE, argv)
     lines = [
         SECTION,
         "",
         f"`{command}`",
-        f"on {os.cpu_count()} CPU cores ({cpu}), 1-minute load average {load:.1f} at the start,",
-        f"Python {platform.python_version()}, torch and hnswlib with {args.threads} thread(s).",
+        f"on {machine_line([load], f' and hnswlib with {args.threads} thread(s)')}.",
         f"{args.items:,} items and {args.queries:,} queries: random unit vectors, inner product, top-{args.k}.",
         f"HNSW: M={args.M}, ef_construction={args.ef_construction}, one build per dimension;",
         f"recall@{args.k} against the exact index. Independent uniform directions are the hardest case",
@@ -127,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--k must be at most --items")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     torch.set_num_threads(args.threads)
-    load = os.getloadavg()[0]
+    load = load_average()
     runs = [run(args, dim) for dim in args.dim]
     section = report(args, argv, [row for rows, _ in runs for row in rows], [line for _, line in runs], load)
     publish(section, args.update_docs)

@@ -1,6 +1,6 @@
 """HNSW recall against exact search on the embeddings of a trained model (real, clustered data).
 
-    python benchmarks/bench_index_model.py MODEL_DIR --data DIR|demo [--k 10] [--ef 16 32 64 128] [--update-docs]
+    python -m benchmarks.bench_index_model MODEL_DIR --data DIR|demo [--k 10] [--ef 16 32 64 128] [--update-docs]
 
 Items are the model's label embeddings, queries the embeddings of the dataset's test texts.
 """
@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import shlex
 import sys
 
-from bench_index import table, timed
-from docs_section import update_section
-
 import xdex.data
+from benchmarks.bench_index import table
+from benchmarks.harness import command_line, load_average, timed, update_section
 from xdex.index import ExactIndex, HNSWIndex, recall_at_k
 from xdex.inference.model import DualEncoderModel
 
+MODULE = "benchmarks.bench_index_model"
 SECTION = "## Index recall on trained embeddings"
 
 
@@ -32,9 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--M", type=int, default=16)
     parser.add_argument("--ef-construction", type=int, default=200)
     parser.add_argument("--update-docs", action="store_true")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    load = os.getloadavg()[0]
+    load = load_average()
     model = DualEncoderModel.load(args.model)
     dataset = xdex.data.load(args.data)
     items = model.label_embeddings
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = table(("index", "build s", "queries/s", f"recall@{args.k}"), rows)
     print("\n".join(lines))
     if args.update_docs:
-        command = "python benchmarks/bench_index_model.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+        command = command_line(MODULE, argv)
         update_section(SECTION, "\n".join([
             SECTION, "", f"`{command}` (load average {load:.1f} at the start).",
             f"{len(items):,} label embeddings (dim {items.shape[1]}) of a `{model.meta.get('method')}` model trained on "

@@ -1,6 +1,6 @@
 """Time the evaluation of a large random prediction set: P/nDCG/PSP/PSnDCG/R at k = 1, 3, 5, 10, 100.
 
-    python benchmarks/bench_metrics.py --docs 1000000 --labels 1000000 --k 100 [--update-docs]
+    python -m benchmarks.bench_metrics --docs 1000000 --labels 1000000 --k 100 [--update-docs]
 
 Predictions: ``--k`` distinct labels per document. Ground truth: 1 + Poisson(4) labels per
 document (about 5), half of them taken from the document's predictions so that there are hits.
@@ -13,17 +13,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from docs_section import DOCS, update_section
 
+from benchmarks.harness import DOCS, command_line, load_average, machine_line, publish, timed
 from xdex.metrics import Ranking, compute_metrics, inverse_propensity, remove_pairs, top_k
 
+MODULE = "benchmarks.bench_metrics"
 METRIC_KS = (1, 3, 5, 10, 100)
 SECTION = "## Metrics speed"
 
@@ -55,10 +54,9 @@ def random_truth(rng: np.random.Generator, ranking: Ranking, n_labels: int) -> s
     return truth
 
 
-def timed(timings: dict[str, float], name: str, fn, *args):
-    start = time.perf_counter()
-    out = fn(*args)
-    timings[name] = time.perf_counter() - start
+def step(timings: dict[str, float], name: str, fn, *args):
+    """``fn(*args)``, its wall seconds put in ``timings[name]``."""
+    out, timings[name] = timed(lambda: fn(*args))
     return out
 
 
@@ -73,21 +71,21 @@ def warm_up() -> None:
 def run(n_docs: int, n_labels: int, k: int, seed: int) -> tuple[dict[str, float], dict[str, float]]:
     rng = np.random.default_rng(seed)
     timings: dict[str, float] = {}
-    timed(timings, "JIT compile / cache load", warm_up)
+    step(timings, "JIT compile / cache load", warm_up)
     ranking = random_ranking(rng, n_docs, n_labels, k)
     truth = random_truth(rng, ranking, n_labels)
     train = random_truth(rng, random_ranking(rng, n_docs, n_labels, k), n_labels)
     ks = [m for m in METRIC_KS if m <= k]
-    timed(timings, "Ranking checks (N x K ids)", Ranking, ranking.indices, ranking.scores)
-    q = timed(timings, "inverse propensities (train)", inverse_propensity, train)
-    metrics = timed(timings, f"metrics at k={','.join(map(str, ks))}", compute_metrics, ranking, truth, ks, q)
+    step(timings, "Ranking checks (N x K ids)", Ranking, ranking.indices, ranking.scores)
+    q = step(timings, "inverse propensities (train)", inverse_propensity, train)
+    metrics = step(timings, f"metrics at k={','.join(map(str, ks))}", compute_metrics, ranking, truth, ks, q)
     timings["total evaluation"] = sum(timings.values())
     filter_pairs = sp.csr_matrix(
         (np.ones(n_docs), (np.arange(n_docs), ranking.indices[:, 0])), shape=(n_docs, n_labels))
-    timed(timings, "remove filter pairs (1 per doc)", remove_pairs, ranking, filter_pairs)
+    step(timings, "remove filter pairs (1 per doc)", remove_pairs, ranking, filter_pairs)
     matrix = ranking.to_csr(n_labels)
-    timed(timings, "JIT compile / cache load of top_k", top_k, matrix[:1], 1)
-    timed(timings, f"top_k from an N x L CSR ({k} per row)", top_k, matrix, k)
+    step(timings, "JIT compile / cache load of top_k", top_k, matrix[:1], 1)
+    step(timings, f"top_k from an N x L CSR ({k} per row)", top_k, matrix, k)
     return timings, metrics
 
 
@@ -98,15 +96,14 @@ def numba_cache_is_empty() -> bool:
 
 
 def report(args: argparse.Namespace, timings: dict[str, float], cold: bool, load: float) -> str:
-    command = f"python benchmarks/bench_metrics.py --docs {args.docs} --labels {args.labels} --k {args.k}"
+    command = command_line(MODULE, ["--docs", str(args.docs), "--labels", str(args.labels), "--k", str(args.k)])
     cache = ("an empty numba cache (`NUMBA_CACHE_DIR=$(mktemp -d)`): the JIT lines are compile times" if cold
              else "numba's cache as found: the JIT lines may be cache loads")
     lines = [
         SECTION,
         "",
         f"`{command}` with {cache}.",
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
-        f"1-minute load average {load:.1f} at the start.",
+        f"{machine_line([load], torch_note=None)}.",
         f"{args.docs:,} documents x top-{args.k} predictions over {args.labels:,} labels, about 5 true labels each.",
         "",
         "| step | seconds |",
@@ -133,13 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.docs, args.labels, args.k) < 1 or args.k > args.labels:
         parser.error("--docs, --labels and --k must be positive, with --k at most --labels")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    cold, load = numba_cache_is_empty(), os.getloadavg()[0]
+    cold, load = numba_cache_is_empty(), load_average()
     timings, metrics = run(args.docs, args.labels, args.k, args.seed)
-    section = report(args, timings, cold, load)
-    print(section)
+    publish(report(args, timings, cold, load), args.update_docs)
     print("metrics:", ", ".join(f"{name} {value:.2f}" for name, value in metrics.items()))
-    if args.update_docs:
-        update_section(SECTION, section)
     return 0
 
 

@@ -1,6 +1,6 @@
 """DEXML Table 3 at CPU scale: more negatives per query, better P@1? The `dexml` recipe with growing label pools.
 
-    python benchmarks/bench_negatives.py [--data /work/shared/data/foldoc-links] [--seeds 0] [--set key=value ...]
+    python -m benchmarks.bench_negatives [--data DIR] [--seeds 0] [--set key=value ...]
         [--update-docs]
 
 The same recipe (bag-of-embeddings encoder, DecoupledSoftmax, same epochs, batches and seed) is trained with
@@ -12,6 +12,7 @@ label pools of growing size:
 * η = 4 embedding-cache negatives per query, fresh every step (Appendix C.3);
 * the full label space (DEXML-Full, Sec. 4.2): all L labels in every step.
 
+--data defaults to foldoc-links under $XDEX_DATA_ROOT, else under ../shared/data beside the repository.
 Each run holds out the recipe's validation documents to choose its best epoch, and is scored on the test
 split with the dataset's filter pairs removed.
 """
@@ -21,18 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
-import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from docs_section import DOCS, publish
 
+from benchmarks.harness import DOCS, command_line, data_root, load_average, machine_line, publish, timed
 from xdex.data import load
 from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import depth_with_filter, evaluate_predictions
@@ -40,6 +37,7 @@ from xdex.train.trainer import METRICS_LOG
 
 log = logging.getLogger("bench_negatives")
 
+MODULE = "benchmarks.bench_negatives"
 SECTION = "## DEXML Table 3 at CPU scale: negatives per query against P@1"
 SETTINGS = {
     "in-batch only": ["sampling.hard_negatives=0"],
@@ -56,9 +54,7 @@ def run(dataset, overrides: list[str]) -> dict:
     """Train the `dexml` recipe with ``overrides``; test metrics, train seconds and the average label pool."""
     config = load_recipe("dexml", overrides=["trainer.progress=false", *overrides])
     with tempfile.TemporaryDirectory(prefix="bench-negatives-") as tmp:
-        start = time.perf_counter()
-        model = train(dataset, config, Path(tmp) / "model")
-        seconds = time.perf_counter() - start
+        model, seconds = timed(lambda: train(dataset, config, Path(tmp) / "model"))
         history = [json.loads(line) for line in (Path(tmp) / "model" / "training" / METRICS_LOG).open()]
         ranking = model.predict(dataset.test.texts, depth_with_filter(5, dataset.test.filter))
     metrics = evaluate_predictions(ranking, dataset, ks=(1, 3, 5), recall_ks=(5,))
@@ -83,8 +79,7 @@ def report(command: str, dataset_name: str, results: dict[str, list[dict]], load
     config = load_recipe("dexml", overrides=args.set)
     seeds = ", ".join(map(str, args.seeds))
     sentences = [
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, torch "
-        f"{torch.__version__} with {torch.get_num_threads()} thread(s), 1-minute load average {load:.1f} at the start.",
+        f"{machine_line([load], f' with {torch.get_num_threads()} thread(s)')}.",
         f"{dataset_name}; the packaged `dexml` recipe ({config.encoder['type']} encoder, {config.loss['name']}, "
         f"B = {config.sampling.batch_size}, {config.trainer.epochs} epochs, refreshes every "
         f"{config.sampling.refresh_every} epochs from epoch {config.sampling.first_refresh + 1}), overrides: "
@@ -98,20 +93,20 @@ def report(command: str, dataset_name: str, results: dict[str, list[dict]], load
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="/work/shared/data/foldoc-links", help="dataset folder")
+    parser.add_argument("--data", default=str(data_root() / "foldoc-links"), help="dataset folder")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="trainer seeds")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     load_recipe("dexml", overrides=args.set)  # a bad --set stops here
-    load_avg = os.getloadavg()[0]
+    load_avg = load_average()
     dataset = load(args.data)
     results = {}
     for name, setting in SETTINGS.items():
         results[name] = [run(dataset, [*args.set, *setting, f"trainer.seed={seed}"]) for seed in args.seeds]
         log.info("%s: %s", name, results[name])
-    command = shlex.join(["python", "benchmarks/bench_negatives.py", *argv])
+    command = command_line(MODULE, argv)
     publish(report(command, dataset.name, results, load_avg, args), args.update_docs)
     return 0
 

@@ -1,6 +1,6 @@
 """OAK against the same model without auxiliary knowledge, and OAK's ablations (OAK Tables 5-8, 10).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_oak.py [--data-root DIR] [--dataset foldoc-links-aux]
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_oak [--data-root DIR] [--dataset foldoc-links-aux]
         [--set key=value ...] [--json out.json] [--update-docs]
 
 Runs, serially in this process, on a dataset with auxiliary knowledge pieces (AKPs):
@@ -24,16 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
-import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from docs_section import publish
-
+from benchmarks.harness import (DATA_ROOT_HELP, command_line, data_root, load_average, machine_line, median, publish,
+                                timed)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -43,8 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bench_oak")
 
+MODULE = "benchmarks.bench_oak"
 SECTION = "## OAK: auxiliary knowledge pieces (foldoc-links-aux)"
-DATA_ROOT = Path(os.environ.get("XDEX_DATA_ROOT", Path(__file__).resolve().parents[2] / "shared" / "data"))
 COLUMNS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5")
 ABLATIONS = {
     "oak, mean pooling (Table 7)": ["oak.pooling=mean"],
@@ -61,9 +57,7 @@ def train_model(method: str, dataset: Dataset, overrides: list[str], workdir: Pa
     if method != "oak":  # an oak section would make any recipe an OAK run
         overrides = [o for o in overrides if not o.startswith("oak.")]
     cfg = load_recipe(method, overrides=["trainer.progress=false", *overrides])
-    t0 = time.perf_counter()
-    model = train(dataset, cfg, workdir / f"{method}-{len(list(workdir.iterdir()))}")
-    return model, time.perf_counter() - t0
+    return timed(lambda: train(dataset, cfg, workdir / f"{method}-{len(list(workdir.iterdir()))}"))
 
 
 def scores(ranking: Ranking, dataset: Dataset) -> dict[str, float]:
@@ -92,16 +86,12 @@ def latency(models: dict[str, DualEncoderModel], texts: list[str]) -> dict[str, 
     single: dict[str, list[float]] = {name: [] for name in models}
     for text in texts[:LATENCY_TEXTS]:
         for name, model in models.items():
-            t0 = time.perf_counter()
-            model.predict([text], 10)
-            single[name].append((time.perf_counter() - t0) * 1e3)
+            single[name].append(timed(model.predict, [text], 10)[1] * 1e3)
     batched = dict.fromkeys(models, 0.0)
     for i in range(0, len(texts), BATCH):
         for name, model in models.items():
-            t0 = time.perf_counter()
-            model.predict(texts[i : i + BATCH], 10)
-            batched[name] += (time.perf_counter() - t0) * 1e3
-    return {name: {"single_ms": round(statistics.median(single[name]), 2),
+            batched[name] += timed(model.predict, texts[i : i + BATCH], 10)[1] * 1e3
+    return {name: {"single_ms": round(median(single[name]), 2),
                    "batched_ms": round(batched[name] / len(texts), 3)} for name in models}
 
 
@@ -153,18 +143,14 @@ def run(dataset: Dataset, overrides: list[str], workdir: Path) -> dict:
 
 
 def section(result: dict, dataset: str, overrides: list[str], load: tuple[float, float]) -> str:
-    import torch
-
     rows, lat = result["rows"], result["latency"]
     by = {r["run"]: r for r in rows}
     oak, ngame = rows[1], rows[0]
     lines = [
         SECTION, "",
-        "`OMP_NUM_THREADS=1 python benchmarks/bench_oak.py --update-docs`" + (
+        f"`{command_line(MODULE, ['--update-docs'], prefix='OMP_NUM_THREADS=1 ')}`" + (
             f" with `--set {' '.join(overrides)}`" if overrides else ""), "",
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, torch "
-        f"{torch.__version__} (one OpenMP thread), 1-minute load average {load[0]:.1f} at the start and "
-        f"{load[1]:.1f} at the end (other jobs shared the machine, so train s is indicative).",
+        f"{machine_line(load, ' (one OpenMP thread)')} (other jobs shared the machine, so train s is indicative).",
         f"Dataset `{dataset}`: {result['docs_with_akps']}% of the test documents have AKPs (FOLDOC subject "
         "categories). Metrics in percent on the test split, scored by `xdex.metrics.evaluate_predictions` "
         "(filter pairs removed, propensities A=0.55, B=1.5); every run holds out `data.validation_size` "
@@ -225,7 +211,8 @@ def section(result: dict, dataset: str, overrides: list[str], load: tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    parser.add_argument("--data-root", type=Path, default=data_root(),
+                        help=f"folder of the dataset folders (default: {DATA_ROOT_HELP})")
     parser.add_argument("--dataset", default="foldoc-links-aux")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="recipe override, every run")
     parser.add_argument("--json", type=Path, help="write the raw results here")
@@ -237,10 +224,10 @@ def main() -> None:
     import xdex.data
 
     dataset = xdex.data.load(args.data_root / args.dataset)
-    start_load = os.getloadavg()[0]
+    start_load = load_average()
     with tempfile.TemporaryDirectory(prefix="bench-oak-") as tmp:
         result = run(dataset, args.overrides, Path(tmp))
-    result["load"] = (start_load, os.getloadavg()[0])
+    result["load"] = (start_load, load_average())
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=1))
     publish(section(result, args.dataset, args.overrides, result["load"]), args.update_docs)

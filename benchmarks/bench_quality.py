@@ -1,6 +1,6 @@
 """Train the xdex recipes and peer XMC libraries on real datasets and compare their test metrics.
 
-    python benchmarks/bench_quality.py [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec dexa]
+    python -m benchmarks.bench_quality [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec dexa]
         [--peers napkinxc-plt omikuji-parabel] [--set key=value ...] [--recipe-set ngame:key=value ...]
         [--json out.json] [--update-docs]
 
@@ -19,11 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
-import resource
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +26,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from docs_section import DOCS, publish
+from benchmarks.harness import (DATA_ROOT_HELP, DOCS, RunFailed, add_isolation_args, command_line, data_root,
+                                load_average, machine_line, peak_rss_mb, publish, run_isolated, write_result)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -44,8 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bench_quality")
 
+MODULE = "benchmarks.bench_quality"
 SECTION = "## Quality on the shared datasets"
-DATA_ROOT = Path(os.environ.get("XDEX_DATA_ROOT", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
 RECIPES = ("ngame", "dexml", "depsl", "unidec", "dexa")
 PEERS = ("napkinxc-plt", "omikuji-parabel")
@@ -162,38 +158,20 @@ def run_one(job: dict) -> list[dict]:
     return [r | {"peak_mb": peak} for r in records]
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process in MB: Linux's VmHWM, which starts afresh at exec.
-
-    ``ru_maxrss`` is the fallback where there is no /proc; on Linux it would include the parent's peak.
-    """
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-
-
 # --- the driver ------------------------------------------------------------------------------------
 
-def run_isolated(path: Path, method: str, overrides: list[str]) -> list[dict]:
-    """Run ``method`` on the dataset folder ``path`` in a fresh Python process; its records, or its failure."""
-    job = {"path": str(path), "method": method, "overrides": overrides}
-    record = {"dataset": path.name, "method": method}
+def run_method(path: Path, method: str, overrides: list[str]) -> list[dict]:
+    """Run ``method`` on the dataset folder ``path`` in a process of its own; its records, or its failure."""
     log.info("%s on %s", method, path.name)
-    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
-        out = Path(tmp) / "result.json"
-        command = [sys.executable, __file__, "--one", json.dumps(job), "--result", str(out)]
-        code = subprocess.run(command, stdout=sys.stderr).returncode  # libraries that print keep off the table
-        if code == 0 and out.exists():
-            records = [{"dataset": path.name} | r for r in json.loads(out.read_text(encoding="utf-8"))]
-            for r in records:
-                log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", r["method"], path.name,
-                         r["metrics"]["P@1"], r["metrics"]["PSP@5"], r["train_s"])
-            return records
-    log.error("%s on %s failed (exit code %d); its messages are above", method, path.name, code)
-    return [record | {"error": f"exit code {code}"}]
+    try:
+        records = run_isolated(MODULE, {"path": str(path), "method": method, "overrides": overrides})
+    except RunFailed as failure:
+        return [{"dataset": path.name, "method": method, "error": str(failure)}]
+    records = [{"dataset": path.name} | r for r in records]
+    for r in records:
+        log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", r["method"], path.name,
+                 r["metrics"]["P@1"], r["metrics"]["PSP@5"], r["train_s"])
+    return records
 
 
 def overrides_for(method: str, common: list[str], per_recipe: list[str]) -> list[str]:
@@ -234,8 +212,7 @@ def verdict(records: list[dict]) -> str:
 def report(command: str, records: list[dict], load: float, args: argparse.Namespace) -> str:
     overrides = " ".join(args.set + args.recipe_set) or "none"
     sentences = [
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
-        f"torch {version('torch')}, 1-minute load average {load:.1f} at the start.",
+        f"{machine_line([load])}.",
         "Metrics in percent on each test split, all scored by `xdex.metrics.evaluate_predictions`: filter pairs "
         f"removed from the predictions, propensities A={PROPENSITY[0]}, B={PROPENSITY[1]}.",
         f"xdex: the packaged CPU recipes, overrides: {overrides}; each holds out `data.validation_size` training "
@@ -289,9 +266,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT,
-                        help="folder of the dataset folders (default: $XDEX_DATA_ROOT, else ../shared/data beside "
-                             "the checkout)")
+    parser.add_argument("--data-root", type=Path, default=data_root(),
+                        help=f"folder of the dataset folders (default: {DATA_ROOT_HELP})")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), help="dataset folders under --data-root")
     parser.add_argument("--methods", nargs="*", default=list(RECIPES), choices=RECIPES, help="xdex recipes")
     parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
@@ -300,24 +276,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="override for one recipe")
     parser.add_argument("--json", type=Path, help="also write every run's record to this JSON file")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # a job to run in this process (JSON)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its record
+    add_isolation_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     if args.one:
-        args.result.write_text(json.dumps(run_one(json.loads(args.one))), encoding="utf-8")
+        write_result(args.result, run_one(json.loads(args.one)))
         return 0
-    load = os.getloadavg()[0]
+    load = load_average()
     check_args(parser, args)
     log.info("PECOS is not run here: libpecos pins numpy < 2; run it in an environment of its own")
     records = []
     for name in args.datasets:
         for method in [*args.methods, *args.peers]:
             overrides = overrides_for(method, args.set, args.recipe_set) if method in RECIPES else []
-            records += run_isolated(args.data_root / name, method, overrides)
+            records += run_method(args.data_root / name, method, overrides)
     if args.json:
         atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
-    section = report(shlex.join(["python", "benchmarks/bench_quality.py", *argv]), records, load, args)
+    section = report(command_line(MODULE, argv), records, load, args)
     publish(section, args.update_docs)
     return 0
 

@@ -1,6 +1,6 @@
 """Load test of `xdex serve` on the loopback interface: throughput and latency percentiles.
 
-    python benchmarks/bench_serve.py MODEL_DIR --data DIR [--clients 1 4 16] [--requests 2000]
+    python -m benchmarks.bench_serve MODEL_DIR --data DIR [--clients 1 4 16] [--requests 2000]
         [--seconds 60] [--k 10] [--additions 200] [--update-docs]
 
 Starts `xdex serve MODEL_DIR` on 127.0.0.1 in a subprocess, waits for /health, then for each client
@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import platform
-import shlex
 import shutil
 import socket
 import subprocess
@@ -35,9 +32,11 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from docs_section import publish
+
+from benchmarks.harness import command_line, load_average, machine_line, publish
 
 log = logging.getLogger("bench_serve")
+MODULE = "benchmarks.bench_serve"
 SECTION = "## Serving: latency and throughput of `xdex serve`"
 
 
@@ -183,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset = xdex.data.load(args.data)
     texts = (dataset.test or dataset.train).texts
-    load_avg = os.getloadavg()[0]
+    load_avg = load_average()
     port = free_port()
     server = start_server(args.model_dir, port)
     try:
@@ -203,11 +202,10 @@ def main(argv: list[str] | None = None) -> int:
              "|---:|---:|---:|---:|---:|---:|---:|"]
     table += [f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.0f} | {r['p50']:.2f} | "
               f"{r['p95']:.2f} | {r['p99']:.2f} |" for r in rows]
-    command = shlex.join(["python", "benchmarks/bench_serve.py", *argv])
+    command = command_line(MODULE, argv)
     section = "\n".join([
         SECTION, "", f"`{command}`", "",
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, 1-minute load "
-        f"average {load_avg:.1f} at the start. Server and clients share the machine; one text per request, "
+        f"{machine_line([load_avg], torch_note=None)}. Server and clients share the machine; one text per request, "
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
         "(keep-alive connections), after 50 warm-up requests.", "", *table, "", *extra,
     ])

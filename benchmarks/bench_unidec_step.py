@@ -1,6 +1,6 @@
 """UniDEC's training step time against the number of labels L, on synthetic data (UniDEC Sec. 3.1).
 
-    python benchmarks/bench_unidec_step.py [--labels 10000 100000 1000000] [--queries 20000] [--steps 50]
+    python -m benchmarks.bench_unidec_step [--labels 10000 100000 1000000] [--queries 20000] [--steps 50]
         [--warmup 3] [--threads N] [--seed 0] [--set key=value ...] [--update-docs]
 
 A batch's label pool L_B is the union of β sampled positives and η hard negatives of each of its B
@@ -11,8 +11,8 @@ the refresh (embedding every label, exact search for the hard-negative shortlist
 
 Each L runs in a Python process of its own, so its peak memory is its own. The packaged CPU recipe
 `unidec` (with the --set overrides) is built as ``xdex train`` builds it; one refresh puts hard
-negatives in the pools, then --warmup untimed and --steps timed steps (forward, backward, optimiser
-and schedule steps, as the trainer runs them) go through that refresh's batches.
+negatives in the pools, then --warmup untimed and --steps timed steps (``Trainer.step``: forward,
+backward, optimiser and schedule steps) go through that refresh's batches.
 
 Synthetic data, from --seed alone (vectorised numpy: about 1 s for L = 10^6): a vocabulary of 20,000
 random 6-letter words; N queries of 8 and L labels of 4 words drawn uniformly from it; each query
@@ -26,32 +26,25 @@ all 1,020,000 texts of L = 10^6 takes about 60 s against 7 s on the sample.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
-import os
-import platform
-import shlex
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from bench_quality import peak_rss_mb
-from docs_section import DOCS, publish
 
-from xdex.atomic import atomic_write_text
+from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_line, load_average, machine_line,
+                                peak_rss_mb, publish, repeat, run_isolated, step_trainer, synchronised_step,
+                                write_result)
 from xdex.encoders.factory import build_encoder
-from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.recipe import build_objective, load_recipe
-from xdex.train.optim import build_optimizers, build_schedulers
-from xdex.train.trainer import TrainerConfig, resolve_device
 
 log = logging.getLogger("bench_unidec_step")
 
+MODULE = "benchmarks.bench_unidec_step"
 SECTION = "## UniDEC step time against the number of labels"
 VOCABULARY = 20_000
 WORD_LETTERS = 6
@@ -128,9 +121,8 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     encoder = build_encoder(encoder_config, tokenizer_sample(query_texts + label_texts, seed))
     queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts)
     _, objective = build_objective(config, encoder, queries, labels, y)
-    device = resolve_device(config.trainer.device)
-    model = objective.model.to(device)
-    model.train()
+    # the model on its device; SparseAdam creates its O(L) states for Ψ at the first step
+    trainer = step_trainer(objective, config.trainer, objective.steps_per_epoch() * config.trainer.epochs)
     setup_s = time.perf_counter() - start
     log.info("L = %d: setup %.1f s", n_labels, setup_s)
 
@@ -139,18 +131,11 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     refresh_s = time.perf_counter() - start
     log.info("L = %d: refresh %.1f s", n_labels, refresh_s)
 
-    optim = config.trainer.optim
-    optimizers = build_optimizers(model, optim)  # SparseAdam creates its O(L) states for Ψ at the first step
-    schedulers = build_schedulers(optimizers, objective.steps_per_epoch() * config.trainer.epochs, optim)
     items = objective.batches(config.sampling.first_refresh)  # the batches of the epoch of refresh 0
     timed = [items[s % len(items)] for s in range(warmup, warmup + steps)]
     torch.manual_seed(config.trainer.seed)
-    step_ms = []
-    for s in range(warmup + steps):
-        start = time.perf_counter()
-        train_step(objective, items[s % len(items)], optimizers, schedulers, config.trainer, device)
-        if s >= warmup:
-            step_ms.append(1000.0 * (time.perf_counter() - start))
+    cycle = itertools.cycle(items)
+    step_ms = [1000.0 * s for s in repeat(lambda: synchronised_step(trainer, next(cycle)), steps, warmup)]
     batches = [objective.make_batch(item) for item in timed]  # the same pools: each depends on (seed, epoch, i)
     sampling = config.sampling
     return {
@@ -166,28 +151,6 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     }
 
 
-def train_step(objective: DualEncoderObjective, item: tuple[int, int, np.ndarray],
-               optimizers: list[torch.optim.Optimizer], schedulers: list[torch.optim.lr_scheduler.LRScheduler],
-               trainer: TrainerConfig, device: torch.device) -> float:
-    """One step as the trainer runs it: loss, backward, clipping of dense gradients, optimiser and schedule steps."""
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=trainer.bf16):
-        loss = objective.loss(item)
-    for opt in optimizers:
-        opt.zero_grad(set_to_none=True)
-    loss.backward()
-    if trainer.optim.grad_clip:
-        dense = [p for p in objective.model.parameters() if p.grad is not None and not p.grad.is_sparse]
-        torch.nn.utils.clip_grad_norm_(dense, trainer.optim.grad_clip)
-    for opt in optimizers:
-        opt.step()
-    for sch in schedulers:
-        sch.step()
-    value = float(loss.detach())
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return value
-
-
 def summary(record: dict) -> dict:
     """Medians and means of a measurement's per-step lists."""
     return {
@@ -201,19 +164,13 @@ def summary(record: dict) -> dict:
 
 # --- the driver ----------------------------------------------------------------------------------
 
-def run_isolated(job: dict, threads: int | None) -> dict:
-    """``measure(**job)`` in a fresh Python process with ``threads`` torch threads; its record, or its failure."""
+def run_labels(job: dict, threads: int | None) -> dict:
+    """``measure(**job)`` in a process of its own with ``threads`` torch threads; its record, or its failure."""
     log.info("L = %d in its own process", job["n_labels"])
-    with tempfile.TemporaryDirectory(prefix="bench-unidec-") as tmp:
-        out = Path(tmp) / "result.json"
-        command = [sys.executable, __file__, "--one", json.dumps(job), "--result", str(out)]
-        if threads is not None:
-            command += ["--threads", str(threads)]
-        code = subprocess.run(command, stdout=sys.stderr).returncode
-        if code == 0 and out.exists():
-            return json.loads(out.read_text(encoding="utf-8"))
-    log.error("L = %d failed (exit code %d); its messages are above", job["n_labels"], code)
-    return {"labels": job["n_labels"], "error": f"exit code {code}"}
+    try:
+        return run_isolated(MODULE, job, args=[] if threads is None else ["--threads", str(threads)])
+    except RunFailed as failure:
+        return {"labels": job["n_labels"], "error": str(failure)}
 
 
 def table(records: list[dict]) -> list[str]:
@@ -236,8 +193,7 @@ def report(command: str, records: list[dict], load: float, threads: int, args: a
     sampling = load_recipe("unidec", overrides=args.set).sampling
     b, beta, eta = sampling.batch_size, sampling.beta, sampling.hard_negatives
     sentences = [
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}, "
-        f"torch {torch.__version__} with {threads} threads, 1-minute load average {load:.1f} at the start.",
+        f"{machine_line([load], f' with {threads} threads')}.",
         f"Synthetic data, seed {args.seed}: {args.queries:,} queries of {QUERY_WORDS} and L labels of {LABEL_WORDS} "
         f"words drawn from {VOCABULARY:,} random {WORD_LETTERS}-letter words; each query has 1 to {MAX_POSITIVES} "
         "positives drawn log-uniformly over the label ids (a Zipf law of exponent 1).",
@@ -266,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # a job to run in this process (JSON)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its record
+    add_isolation_args(parser)
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be positive, got {args.threads}")
@@ -282,13 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.one:
-        atomic_write_text(args.result, json.dumps(measure(**json.loads(args.one))))
+        write_result(args.result, measure(**json.loads(args.one)))
         return 0
-    load = os.getloadavg()[0]
-    records = [run_isolated({"n_labels": n, "n_queries": args.queries, "steps": args.steps, "warmup": args.warmup,
+    load = load_average()
+    records = [run_labels({"n_labels": n, "n_queries": args.queries, "steps": args.steps, "warmup": args.warmup,
                              "overrides": args.set, "seed": args.seed}, args.threads)
                for n in args.labels]
-    command = shlex.join(["python", "benchmarks/bench_unidec_step.py", *argv])
+    command = command_line(MODULE, argv)
     section = report(command, records, load, torch.get_num_threads(), args)
     publish(section, args.update_docs)
     return 0

@@ -1,25 +1,19 @@
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from benchmarks import bench_dexa
 from xdex.data import Catalogue, Dataset, Split
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_dexa.py"
 NO_VALIDATION = ("data.validation_size=0", "encoder.dim=8")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports its siblings bench_quality and docs_section
-    spec = importlib.util.spec_from_file_location("bench_dexa", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_dexa
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +56,7 @@ def test_sweep_runs_ngame_then_each_setting(bench, dataset, monkeypatch):
         calls.append((method, overrides))
         return [{"dataset": path.name, "method": method, "metrics": metrics(10.0), "train_s": 1.0, "peak_mb": 1.0}]
 
-    monkeypatch.setattr(bench, "run_isolated", fake_run)
+    monkeypatch.setattr(bench, "run_method", fake_run)
     runs = bench.sweep(Path("toy"), dataset, [4.0, 8.0], [0, 2])
     # the recipe holds out one of the 5 labelled documents: labels 0, 1, 2 keep >= 2 training points, the others
     # <= 1, so h = 2 gives 3 head labels; they fit in K = 4 (r = 4) but not in K = 2 (r = 8)
@@ -146,11 +140,11 @@ def test_overhead_table(bench):
 
 
 def test_report_sections(bench, runs):
-    text = bench.report("python benchmarks/bench_dexa.py", runs, costs(5, 5), "toy", (1.0, 2.0))
-    assert text.startswith(bench.SECTION + "\n\n`python benchmarks/bench_dexa.py`\n")
+    text = bench.report("python -m benchmarks.bench_dexa", runs, costs(5, 5), "toy", (1.0, 2.0))
+    assert text.startswith(bench.SECTION + "\n\n`python -m benchmarks.bench_dexa`\n")
     assert "### toy\n" in text and "### Overheads (toy)\n" in text
     assert "3,000 test texts" in text and text.endswith("\n")
-    assert "\n## " not in text[1:]  # one section: docs_section replaces it whole
+    assert "\n## " not in text[1:]  # one section: publish replaces it whole
 
 
 def test_dir_bytes_and_module_one_seconds(bench, tmp_path):

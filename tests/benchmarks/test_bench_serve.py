@@ -1,10 +1,6 @@
-"""benchmarks/bench_serve.py end to end on a tiny model: a real `xdex serve` on the loopback interface, a few
+"""benchmarks.bench_serve end to end on a tiny model: a real `xdex serve` on the loopback interface, a few
 requests per client count, labels added while predicting on a copy of the model (the model itself unchanged),
 the tables printed and docs/benchmarks.md left alone."""
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,18 +12,15 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_serve.py"
 TINY = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=0",
         "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports its sibling docs_section
-    spec = importlib.util.spec_from_file_location("bench_serve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import bench_serve  # after the importorskips: it needs httpx
+
+    return bench_serve
 
 
 def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkeypatch):

@@ -1,23 +1,17 @@
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_unidec_step.py"
+from benchmarks import bench_unidec_step
+
 SMALL = ["sampling.batch_size=32", "sampling.beta=2", "sampling.hard_negatives=3", "encoder.vocab_size=2000"]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # the scripts import their siblings docs_section and bench_quality
-    spec = importlib.util.spec_from_file_location("bench_unidec_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_unidec_step
 
 
 @pytest.fixture(scope="module")

@@ -168,7 +168,29 @@ class Trainer:
         sparse = any(isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse for m in self.model.modules())
         return bool(getattr(self.objective, "nested_backward", False)) or (sparse and dist.backend_name() == "nccl")
 
-    # -- one epoch ---------------------------------------------------------------------------
+    # -- one step and one epoch --------------------------------------------------------------
+    def step(self, batch: Any) -> float:
+        """One optimisation step on ``batch`` (forward under autocast, backward, gradient averaging across
+        ranks, clipping, optimiser and scheduler steps); returns the batch's loss.
+
+        Needs the optimisers and schedulers that :meth:`fit` builds (or that a caller set on the trainer).
+        """
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            loss = self.objective.loss(batch) if self.ddp is None else self.ddp(batch)
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if dist.is_distributed() and self.ddp is None:
+            dist.average_gradients(self.model)
+        if self.cfg.optim.grad_clip:
+            dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+            torch.nn.utils.clip_grad_norm_(dense, self.cfg.optim.grad_clip)
+        for opt in self.optimizers:
+            opt.step()
+        for sch in self.schedulers:
+            sch.step()
+        return float(loss.detach())
+
     def _train_epoch(self, epoch: int) -> None:
         torch.manual_seed(int(np.random.SeedSequence([self.cfg.seed, epoch]).generate_state(1)[0]))
         t0 = time.perf_counter()
@@ -181,21 +203,7 @@ class Trainer:
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False, unit="batch",
                    disable=not (self.cfg.progress and dist.is_main()))
         for batch in bar:
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-                loss = self.objective.loss(batch) if self.ddp is None else self.ddp(batch)
-            for opt in self.optimizers:
-                opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if dist.is_distributed() and self.ddp is None:
-                dist.average_gradients(self.model)
-            if self.cfg.optim.grad_clip:
-                dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
-                torch.nn.utils.clip_grad_norm_(dense, self.cfg.optim.grad_clip)
-            for opt in self.optimizers:
-                opt.step()
-            for sch in self.schedulers:
-                sch.step()
-            losses.append(float(loss.detach()))
+            losses.append(self.step(batch))
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
         record: dict[str, Any] = {
             "epoch": epoch + 1,

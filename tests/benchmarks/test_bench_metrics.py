@@ -1,20 +1,13 @@
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_metrics.py"
+from benchmarks import bench_metrics
+from benchmarks.harness import update_section
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # the scripts import their sibling docs_section
-    spec = importlib.util.spec_from_file_location("bench_metrics", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_metrics
 
 
 def test_small_run_and_docs_update(bench, tmp_path, capsys):
@@ -23,9 +16,9 @@ def test_small_run_and_docs_update(bench, tmp_path, capsys):
     assert 0.0 < metrics["R@10"] <= 100.0  # half of the true labels are among the predictions
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Metrics speed\n\nold\n\n## Index speed\n\nkept\n")
-    bench.update_section(bench.SECTION, "## Metrics speed\n\nnew\n", docs)
+    update_section(bench.SECTION, "## Metrics speed\n\nnew\n", docs)
     assert docs.read_text() == "# Benchmarks\n\n## Metrics speed\n\nnew\n\n## Index speed\n\nkept\n"
-    bench.update_section(bench.SECTION, "## Metrics speed\n\nnewer\n", docs)
+    update_section(bench.SECTION, "## Metrics speed\n\nnewer\n", docs)
     assert docs.read_text().count("## Metrics speed") == 1
 
 
