@@ -222,7 +222,7 @@ def register(app: typer.Typer) -> None:
             write_json(settings_path(output), {**settings, "input_lines": 0, "input_sha256": digest.hexdigest()})
             output.write_bytes(b"")
         with open(output, "a", encoding="utf-8") as out, \
-                tqdm(total=total, initial=done, desc="predict", unit="line") as progress:
+                tqdm(total=total, initial=done, desc="predict", unit="line", disable=None) as progress:
             batch: list[tuple[int, str | Problem]] = []
             for line in read_lines(input, skip=done, digest=digest):
                 batch.append(line)

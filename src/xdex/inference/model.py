@@ -63,8 +63,9 @@ HASH_BLOCK = 1 << 20
 
 @dataclass
 class DualEncoderModel:
-    """A dual encoder (plain, with UniDEC heads, or with DEXA's fused classifiers) with its label catalogue
-    and index; ``predict`` ranks labels for texts.
+    """A trained model of any recipe (the network: a plain dual encoder, UniDEC heads, DEXA's fused classifiers
+    or OAK's augmented network) with its label catalogue and index; ``predict`` ranks labels for texts. Users
+    meet it as :class:`xdex.Model`, which adds training, named predictions and added labels in place.
 
     ``label_ids`` and ``label_texts`` are the catalogue: the trained labels, then those added after training
     (:meth:`with_labels`). ``label_embeddings`` and ``index`` hold the trained labels' search vectors,

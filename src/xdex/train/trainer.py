@@ -201,7 +201,7 @@ class Trainer:
         batches = self.objective.batches(epoch)
         losses = []
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False, unit="batch",
-                   disable=not (self.cfg.progress and dist.is_main()))
+                   disable=None if self.cfg.progress and dist.is_main() else True)  # None: only on a terminal
         for batch in bar:
             losses.append(self.step(batch))
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
