@@ -146,7 +146,7 @@ def test_loss_is_lambda_mix_of_the_de_and_classifier_psl_losses(tokenizer):
     mask = np.array(Y_1, dtype=bool)
     l_d, l_c = symmetric(s_d, mask, TAU_D, LAM_D), symmetric(s_c, mask, TAU_C, LAM_C)
     assert loss.item() == pytest.approx(0.4 * l_d + 0.6 * l_c, rel=1e-5)
-    stats = obj.epoch_stats()
+    stats = {**obj.epoch_stats(), **obj.loss_terms.summary()}  # what the trainer logs
     assert stats == pytest.approx({"avg_pool_size": 6.0, "avg_positives_in_pool": 1.4,
                                    "loss_de": l_d, "loss_clf": l_c}, rel=1e-5)
 
@@ -158,7 +158,8 @@ def test_depsl_loss_is_the_de_loss_alone(tokenizer):
     s_d, _ = heads_by_hand(obj, QUERIES_1, list(range(6)))
     l_d = symmetric(s_d, np.array(Y_1, dtype=bool), TAU_D, LAM_D)
     assert loss.item() == pytest.approx(l_d, rel=1e-5)  # L = L_D: λ plays no part without classifiers
-    assert set(obj.epoch_stats()) == {"avg_pool_size", "avg_positives_in_pool", "loss_de"}
+    assert set(obj.epoch_stats()) | set(obj.loss_terms.summary()) == {"avg_pool_size", "avg_positives_in_pool",
+                                                                        "loss_de"}
 
 
 def test_bce_weight_adds_an_ova_term_to_the_classifier_loss(tokenizer):
@@ -169,7 +170,7 @@ def test_bce_weight_adds_an_ova_term_to_the_classifier_loss(tokenizer):
     l_d = symmetric(s_d, mask, TAU_D, LAM_D)
     l_c = symmetric(s_c, mask, TAU_C, LAM_C) + 0.7 * bce(s_c, mask)
     assert loss.item() == pytest.approx(0.4 * l_d + 0.6 * l_c, rel=1e-5)
-    assert obj.epoch_stats()["loss_bce"] == pytest.approx(bce(s_c, mask), rel=1e-5)
+    assert obj.loss_terms.summary()["loss_bce"] == pytest.approx(bce(s_c, mask), rel=1e-5)
 
 
 def test_pos_clf_adds_extra_positives_to_the_classifier_pool_only(tokenizer):
@@ -190,8 +191,8 @@ def test_pos_clf_adds_extra_positives_to_the_classifier_pool_only(tokenizer):
     l_d = symmetric(s_d, np.array(Y_2, dtype=bool)[:, de_pool], TAU_D, LAM_D)
     l_c = symmetric(s_c, mask, TAU_C, LAM_C)
     assert loss.item() == pytest.approx(0.4 * l_d + 0.6 * l_c, rel=1e-5)
-    assert pos_clf.epoch_stats()["loss_de"] == pytest.approx(l_d, rel=1e-5)
-    assert plain.epoch_stats()["loss_de"] == pytest.approx(l_d, rel=1e-5)  # the DE loss is unchanged
+    assert pos_clf.loss_terms.summary()["loss_de"] == pytest.approx(l_d, rel=1e-5)
+    assert plain.loss_terms.summary()["loss_de"] == pytest.approx(l_d, rel=1e-5)  # the DE loss is unchanged
     assert pos_clf.epoch_stats()["avg_pool_size"] == 2.0  # the statistics describe the DE pool
 
 
@@ -243,7 +244,7 @@ def test_a_refresh_epoch_mines_hard_negatives_in_the_de_space_and_pools_stay_bou
         obj.loss(item)
         pools.append(len(obj.make_batch(item).label_ids))
     assert len(pools) == n_q // batch and max(pools) <= batch * (beta + eta)
-    stats = obj.epoch_stats()
+    stats = {**obj.epoch_stats(), **obj.loss_terms.summary()}  # what the trainer logs
     assert set(stats) == {"avg_pool_size", "avg_positives_in_pool", "loss_de", "loss_clf"}
     assert stats["avg_pool_size"] == pytest.approx(np.mean(pools))
     assert 1 <= stats["avg_positives_in_pool"] <= 4 and stats["loss_de"] > 0 and stats["loss_clf"] > 0

@@ -101,3 +101,16 @@ def test_lr_schedule_warmup_then_decay():
     cos = OptimConfig(warmup_ratio=0.0, schedule="cosine")
     assert lr_factor(50, 100, cos) == pytest.approx(0.5)
     assert lr_factor(100, 100, cos) == pytest.approx(0.0)
+
+
+def test_the_objectives_loss_terms_are_logged_every_epoch(tmp_path):
+    from xdex.losses import WeightedSum
+
+    obj = ToyObjective()
+    obj.loss_terms = WeightedSum({"mse": 1.0})
+    plain = obj.loss
+    obj.loss = lambda batch: obj.loss_terms(mse=plain(batch))
+    history = Trainer(obj, _cfg(epochs=2), tmp_path).fit()
+    assert [sorted(k for k in r if k.startswith("loss")) for r in history] == [["loss", "loss_mse"]] * 2
+    for record in history:  # one term of weight 1: its mean is the epoch's loss; reset between epochs
+        assert record["loss_mse"] == pytest.approx(record["loss"])

@@ -15,6 +15,7 @@ from xdex.losses.softmax import InfoNCE, SoftmaxCE
 from xdex.losses.symmetric import Symmetric
 from xdex.losses.temperature import Temperature
 from xdex.losses.triplet import Triplet
+from xdex.losses.weighted import WeightedSum
 
 __all__ = [
     "BCE",
@@ -31,6 +32,7 @@ __all__ = [
     "Symmetric",
     "Temperature",
     "Triplet",
+    "WeightedSum",
     "build_loss",
     "log_soft_top_k",
     "soft_top_k_threshold",

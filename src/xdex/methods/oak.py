@@ -39,7 +39,7 @@ from xdex.data.dataset import Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.inference.retrieval import retrieve
-from xdex.losses import MICalibration, build_loss
+from xdex.losses import MICalibration, WeightedSum, build_loss
 from xdex.methods.classifiers import train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
@@ -91,8 +91,8 @@ class OakObjective(DualEncoderObjective):
             raise ValueError(f"the calibration weight must be >= 0, got {calibration}")
         self.augment = augment
         self.links = sp.csr_matrix(links)
-        self.encoder_term = encoder_term
-        self.calibration_weight = float(calibration)
+        self.loss_terms = WeightedSum({"augmented": 1.0, "encoder": 1.0 if encoder_term else 0.0,
+                                       "calibration": float(calibration)})  # Eq. 7
         self.calibration = MICalibration(calibration_margin)
         self.model = nn.ModuleDict({"net": net, "loss": loss, "augment": augment})
 
@@ -103,12 +103,12 @@ class OakObjective(DualEncoderObjective):
         x_hat = self.augment(x, pad_links(self.links, batch.query_ids).to(x.device))
         y = encode_sharded(self.net, self.labels, batch.label_ids)
         positives = torch.from_numpy(batch.positives).to(x.device)
-        total = self.loss_fn(x_hat @ y.T, positives)
-        if self.encoder_term:
-            total = total + self.loss_fn(x @ y.T, positives)
-        if self.calibration_weight > 0:
-            total = total + self.calibration_weight * self.calibration(x.detach(), x_hat, y, positives)
-        return total
+        terms = {"augmented": self.loss_fn(x_hat @ y.T, positives)}
+        if self.loss_terms.needs("encoder"):
+            terms["encoder"] = self.loss_fn(x @ y.T, positives)
+        if self.loss_terms.needs("calibration"):
+            terms["calibration"] = self.calibration(x.detach(), x_hat, y, positives)
+        return self.loss_terms(**terms)
 
 
 def linker_recipe(config: OakConfig, parent: TrainerConfig, load_recipe: LoadRecipe) -> RecipeConfig:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex.losses import BCE
+from xdex.losses import BCE, WeightedSum
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.schema import HeadsConfig
 from xdex.modules.unidec import UniDECNet
@@ -65,7 +65,8 @@ class UniDECObjective(DualEncoderObjective):
         self.bce = BCE() if heads.bce_weight > 0 else None
         if clf_loss is not None:
             self.model["clf_loss"] = clf_loss
-        self._parts: dict[str, list[float]] = {}
+        lam = heads.lam if net.has_classifier else 1.0  # DePSL: the DE head's loss alone
+        self.loss_terms = WeightedSum({"de": lam, "clf": 1.0 - lam, "bce": (1.0 - lam) * heads.bce_weight})
 
     @torch.no_grad()
     def init_classifiers(self) -> None:
@@ -82,10 +83,6 @@ class UniDECObjective(DualEncoderObjective):
         finally:
             net.train(was_training)
 
-    def start_epoch(self, epoch: int) -> None:
-        super().start_epoch(epoch)
-        self._parts = {}
-
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
         self.pool_stats.add(batch)
@@ -95,21 +92,17 @@ class UniDECObjective(DualEncoderObjective):
         de_scores = net.de(phi_q) @ self.label_side(batch.label_ids, net.de(phi_z)).T
         device = de_scores.device
         loss_de = self.loss_fn(de_scores, torch.from_numpy(batch.positives).to(device))
-        self._record("loss_de", loss_de)
         if not net.has_classifier:
-            return loss_de
+            return self.loss_terms(de=loss_de)
         pool, mask = batch.label_ids, batch.positives
         if self.heads.extra_positives:
             pool, mask = self.classifier_pool(item, batch.query_ids, batch.label_ids)
         clf_scores = net.clf(phi_q) @ net.classifiers(torch.from_numpy(pool).to(device)).T
         clf_mask = torch.from_numpy(mask).to(device)
-        loss_clf = self.clf_loss(clf_scores, clf_mask)
-        self._record("loss_clf", loss_clf)
+        terms = {"de": loss_de, "clf": self.clf_loss(clf_scores, clf_mask)}
         if self.bce is not None:
-            loss_bce = self.bce(clf_scores, clf_mask)
-            self._record("loss_bce", loss_bce)
-            loss_clf = loss_clf + self.heads.bce_weight * loss_bce
-        return self.heads.lam * loss_de + (1.0 - self.heads.lam) * loss_clf
+            terms["bce"] = self.bce(clf_scores, clf_mask)
+        return self.loss_terms(**terms)
 
     def classifier_pool(
         self, item: tuple[int, int, np.ndarray], query_ids: np.ndarray, pool: np.ndarray
@@ -120,11 +113,3 @@ class UniDECObjective(DualEncoderObjective):
         extra = sample_positives(self.y, query_ids, self.heads.extra_positives, rng)
         pool = np.union1d(pool, extra).astype(np.int64)
         return pool, positives_mask(self.y, query_ids, pool)
-
-    def epoch_stats(self) -> dict[str, float]:
-        stats = super().epoch_stats()
-        stats.update({name: float(np.mean(values)) for name, values in self._parts.items()})
-        return stats
-
-    def _record(self, name: str, value: torch.Tensor) -> None:
-        self._parts.setdefault(name, []).append(float(value.detach()))

@@ -196,6 +196,9 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.objective.start_epoch(epoch)
+        terms = getattr(self.objective, "loss_terms", None)  # a losses.WeightedSum: each term logged
+        if terms is not None:
+            terms.reset()
         self._sync_ranks()
         self._drop_stale_optimizer_state()
         batches = self.objective.batches(epoch)
@@ -210,6 +213,7 @@ class Trainer:
             "loss": float(np.mean(losses)) if losses else float("nan"),
             "lr": self.schedulers[0].get_last_lr()[0],
             "seconds": round(time.perf_counter() - t0, 3),
+            **(terms.summary() if terms is not None else {}),
             **self.objective.epoch_stats(),
         }
         due = (epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs
