@@ -73,3 +73,24 @@ def test_both_filter_spellings_are_a_problem(make_folder):
 def test_unknown_text_choice(make_folder):
     with pytest.raises(ValueError, match="text must be one of title, title\\+content"):
         load(make_folder(GOOD), text="content")
+
+
+def test_a_relevance_beyond_the_range_of_a_float_is_located(make_folder):
+    folder = make_folder({
+        "lbl.json": '{"uid": "L1", "title": "Red"}\n',
+        "trn.json": '{"uid": "D1", "title": "Shoe", "target_ind": [0], "target_rel": [1' + "0" * 400 + "]}\n",
+    })
+    assert [str(p) for p in validate(folder)] == [
+        f"{folder / 'trn.json'}:1: \"target_rel\" holds a number beyond the range of a float"]
+
+
+def test_a_long_bad_value_is_cut_short_in_its_message(make_folder):
+    folder = make_folder({
+        "lbl.json": '{"uid": "L1", "title": "Red"}\n',
+        "trn.json": '{"uid": "D1", "title": "Shoe", "target_ind": [0, "' + "x" * 10_000 + '"]}\n'
+                    '{"uid": "D2", "title": "Hat", "target_ind": [' + "[" * 900 + "]" * 900 + "]}\n",
+    })
+    assert [str(p) for p in validate(folder)] == [
+        f"{folder / 'trn.json'}:1: \"target_ind\" must hold integer ids, found \"{'x' * 36}...",
+        f"{folder / 'trn.json'}:2: \"target_ind\" must hold integer ids, found {'[' * 37}...",
+    ]

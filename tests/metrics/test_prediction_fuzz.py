@@ -37,13 +37,16 @@ def corrupt(data: bytes, how: str, at: float, noise: bytes) -> bytes:
         "deep": data[:cut] + b"[" * 100000 + data[cut:],
         "surrogate": data[:cut] + b'"\\udc80"' + data[cut:],
         "line": data[:cut] + b'\n{"id": 1, "labels": [' + b"[" * 5000 + b"]\n" + data[cut:],
+        "digits": data[:cut] + b"1" + b"0" * 400 + data[cut:],  # beyond the range of a float
+        "many_digits": data[:cut] + b"9" * 5000 + data[cut:],  # beyond the digits Python converts to an int
         "empty": b"",
     }[how]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["p.jsonl", "p.jsonl.gz", "p.txt", "p.npz"]),
-       how=st.sampled_from(["truncate", "overwrite", "insert", "deep", "surrogate", "line", "empty"]),
+       how=st.sampled_from(["truncate", "overwrite", "insert", "deep", "surrogate", "line", "digits", "many_digits",
+                            "empty"]),
        at=st.floats(0, 1), noise=st.binary(min_size=1, max_size=8), inside=st.booleans())
 def test_a_corrupted_prediction_file_gives_metrics_or_a_clear_error(folder, tmp_path_factory, monkeypatch, capsys,
                                                                     name, how, at, noise, inside):

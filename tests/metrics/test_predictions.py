@@ -145,3 +145,30 @@ def test_unknown_extension_and_missing_file(tmp_path):
         read_predictions(tmp_path / "p.csv", 3, 5)
     with pytest.raises(FileNotFoundError, match="prediction file not found"):
         read_predictions(tmp_path / "absent.jsonl", 3, 5)
+
+
+def test_numbers_beyond_float_or_int_conversion_are_located(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": 0, "labels": [1], "scores": [1' + "0" * 400 + ']}\n'
+                    '{"id": 1, "labels": [1], "scores": [-1' + "0" * 400 + ']}\n{"id": 2, "labels": [], "scores": []}\n')
+    assert problems_of(path) == [f"{path}:1: score 1000000000000000000000000000000000000... at position 0 is beyond "
+                                 "the range of a float",
+                                 f"{path}:2: score -100000000000000000000000000000000000... at position 0 is beyond "
+                                 "the range of a float"]
+    path = tmp_path / "p.txt"
+    path.write_text("9" * 5000 + " 5\n")
+    assert problems_of(path) == [f"{path}:1: the header says {'9' * 37}... x 5 but the test split is 3 x 5"]
+    path.write_text("3 5\n" + "9" * 5000 + ":1\n\n\n")
+    assert problems_of(path) == [f"{path}:2: label id {'9' * 37}... is out of range (0..4)"]
+
+
+def test_long_values_are_cut_short_in_messages(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "' + "x" * 10_000 + '", "labels": [], "scores": []}\n'
+                    '{"id": 1, "labels": [' + "[" * 900 + "]" * 900 + '], "scores": [1]}\n')
+    found = problems_of(path)
+    assert found[:2] == [f"{path}:1: \"id\" must be an integer, found '{'x' * 36}...",
+                         f"{path}:2: label {'[' * 37}... at position 0 is not a label id (0..4)"]
+    path = tmp_path / "p.txt"
+    path.write_text("3 5\n1:x" + "y" * 10_000 + "\n\n\n")
+    assert problems_of(path) == [f"{path}:2: token '1:x{'y' * 33}... is not label:score"]

@@ -7,6 +7,7 @@ reported at its file and line, and the row still counts, so that the rows after 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,18 @@ def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:
             log.add(path, number, f"expected a JSON object, found {_kind(value)}")
             value = None
         yield value
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """``value`` as JSON for a message, cut to ``limit`` characters: a line may hold megabytes."""
+    try:
+        text = json.dumps(value)
+    except (RecursionError, ValueError):  # nested too deeply; an integer too long to print
+        return _kind(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _kind(value: Any) -> str:
@@ -122,7 +135,7 @@ class Fields:
             return None
         if set(map(type, value)) - {int} or (value and not (min(value) >= -(2**63) and max(value) < 2**63)):
             bad = next(v for v in value if not _is_int(v))
-            self.log.add(self.path, self.line, f'"{name}" must hold integer ids, found {json.dumps(bad)}')
+            self.log.add(self.path, self.line, f'"{name}" must hold integer ids, found {_shown(bad)}')
             return None
         return value
 
@@ -136,5 +149,8 @@ class Fields:
             return None
         if len(value) != length:
             self.log.add(self.path, self.line, f'"{name}" has {len(value)} entries for {length} ids')
+            return None
+        if any(isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX for v in value):
+            self.log.add(self.path, self.line, f'"{name}" holds a number beyond the range of a float')
             return None
         return [float(v) for v in value]

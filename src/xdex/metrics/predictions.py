@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import sys
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -165,7 +166,7 @@ def _record_problem(record: object, n_rows: int, n_labels: int) -> str | None:
             return f'missing "{key}"'
     row, labels, scores = record["id"], record["labels"], record["scores"]
     if not _is_int(row):
-        return f'"id" must be an integer, found {row!r}'
+        return f'"id" must be an integer, found {_shown(row)}'
     if not 0 <= row < n_rows:
         return f'"id" {row} is out of range: the test split has {n_rows} rows (ids 0..{n_rows - 1})'
     if not isinstance(labels, list) or not isinstance(scores, list):
@@ -174,13 +175,33 @@ def _record_problem(record: object, n_rows: int, n_labels: int) -> str | None:
         return f"{len(labels)} labels but {len(scores)} scores"
     for position, label in enumerate(labels):
         if not _is_int(label) or not 0 <= label < n_labels:
-            return f"label {label!r} at position {position} is not a label id (0..{n_labels - 1})"
+            return f"label {_shown(label)} at position {position} is not a label id (0..{n_labels - 1})"
     if len(set(labels)) != len(labels):
         return "a label id appears twice in one row"
     for position, score in enumerate(scores):
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score):
-            return f"score {score!r} at position {position} is not a number"
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            return f"score {_shown(score)} at position {position} is not a number"
+        if isinstance(score, int) and not -_FLOAT_MAX <= score <= _FLOAT_MAX:
+            return f"score {_shown(score)} at position {position} is beyond the range of a float"
+        if math.isnan(score):
+            return f"score nan at position {position} is not a number"
     return None
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` for a message, cut short: a line may hold megabytes."""
+    try:
+        return _cut(repr(value))
+    except (RecursionError, ValueError):  # nested too deeply for repr; an int too long for str
+        return f"<{type(value).__name__}>"
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    """``text``, cut to ``limit`` characters for a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_npz(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
@@ -222,9 +243,10 @@ def _read_xc_text(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
         if not log:
             log.add(path, None, f"the file is empty; expected a 'rows cols' header and {n_rows} rows of predictions")
     elif len(shape) != 2 or not all(_is_count(part) for part in shape):
-        log.add(path, number, f"expected a 'rows cols' header, found {header.strip()!r}")
-    elif (int(shape[0]), int(shape[1])) != (n_rows, n_labels):
-        log.add(path, number, f"the header says {shape[0]} x {shape[1]} but the test split is {n_rows} x {n_labels}")
+        log.add(path, number, f"expected a 'rows cols' header, found {_shown(header.strip())}")
+    elif (_count(shape[0]), _count(shape[1])) != (n_rows, n_labels):
+        log.add(path, number, f"the header says {_cut(shape[0])} x {_cut(shape[1])} but the test split is "
+                f"{n_rows} x {n_labels}")
     log.raise_if_any()
     indptr, cols, values = [0], [], []
     for number, line in lines:
@@ -249,6 +271,12 @@ def _is_count(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def _count(text: str) -> int:
+    """The value of a :func:`_is_count` text, or -1 for one of more than 18 digits (no row or label count is
+    that large, and Python refuses to convert a text of thousands of digits)."""
+    return int(text) if len(text) <= 18 else -1
+
+
 def _parse_xc_line(line: str, n_labels: int, cols: list[int], values: list[float]) -> str | None:
     """Append the ``label:score`` tokens of one line to ``cols`` and ``values``; the problem, if any."""
     row_cols, row_values = [], []
@@ -259,9 +287,9 @@ def _parse_xc_line(line: str, n_labels: int, cols: list[int], values: list[float
         except ValueError:
             value = math.nan
         if not sep or not _is_count(label) or math.isnan(value):
-            return f"token {token!r} is not label:score"
-        if int(label) >= n_labels:
-            return f"label id {label} is out of range (0..{n_labels - 1})"
+            return f"token {_shown(token)} is not label:score"
+        if not 0 <= _count(label) < n_labels:
+            return f"label id {_cut(label)} is out of range (0..{n_labels - 1})"
         row_cols.append(int(label))
         row_values.append(value)
     if len(set(row_cols)) != len(row_cols):
