@@ -252,3 +252,12 @@ def test_copies_and_pickles_search_alike():
     q = rng.normal(size=(2, 4)).astype(np.float32)
     for other in (copy.deepcopy(index), pickle.loads(pickle.dumps(index))):
         np.testing.assert_array_equal(other.search(q, 3)[1], index.search(q, 3)[1])
+
+
+def test_a_deeply_nested_index_description_is_named(tmp_path):
+    index = ExactIndex(2)
+    index.add(np.eye(2, dtype=np.float32))
+    index.save(tmp_path / "idx")
+    (tmp_path / "idx" / "index.json").write_text("[" * 100_000)
+    with pytest.raises(DataFormatError, match=r"index\.json: not valid JSON \(nested too deeply\)"):
+        ExactIndex.load(tmp_path / "idx")

@@ -18,6 +18,7 @@ import numpy as np
 
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.data.errors import DataFormatError, Problem
+from xdex.text.jsonfile import parse_json_line
 
 META_NAME = "index.json"
 FORMAT = "xdex-index"
@@ -73,8 +74,8 @@ def read_meta(folder: str | os.PathLike[str], kind: str | None = None) -> dict[s
     if not path.is_file():
         raise corrupt(path, "missing: the folder is not a saved xdex index")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        meta = parse_json_line(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:  # syntax, nesting, numbers and texts Python refuses
         raise corrupt(path, f"not valid JSON ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise corrupt(path, f'not an xdex index description (no "format": "{FORMAT}")')
