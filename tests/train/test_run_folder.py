@@ -137,3 +137,12 @@ def test_refusal_names_what_is_in_the_way(tmp_path):
     assert message is not None and "f0, f1, f2, f3, f4 and 3 more" in message
     with pytest.raises(RunFolderError):
         train(None, load_recipe("dexml"), tmp_path)  # refused before the data is looked at
+
+
+def test_a_run_killed_while_writing_its_model_resumes(data, tmp_path, xdex_train):
+    out = tmp_path / "run"
+    assert xdex_train(data, out, "--set", "trainer.epochs=2").exit_code == 0
+    (out / "meta.json").unlink()  # encoder/ and index/ written, meta.json (written last) not yet
+    result = xdex_train(data, out, "--set", "trainer.epochs=2", "--resume")
+    assert result.exit_code == 0, result.output
+    assert (out / "meta.json").is_file()

@@ -150,14 +150,17 @@ class DualEncoderModel:
         write_added(folder, self.label_ids[n:], self.label_texts[n:], self.added_vectors, self.search, n,
                     fingerprint(self.meta, self.config, self.label_ids[:n]))
 
-    def save(self, folder: str | Path) -> None:
+    def save(self, folder: str | Path, owned: bool = False) -> None:
         """Write the model directory; files are replaced atomically, other files are left alone.
 
         ``meta.json``, written last, records the size and SHA-256 of every file written (``"files"``), which
         :meth:`load` checks. A sub-folder (``encoder/``, ``index/``) is replaced whole, so saving is refused
-        when one holds a file that the directory's ``meta.json`` does not list: a file xdex did not write."""
+        when one holds a file that the directory's ``meta.json`` does not list: a file xdex did not write.
+        ``owned``: the caller has checked that ``folder`` is its own (a training run's folder, which may hold
+        the sub-folders of a save that was cut off before its ``meta.json``), so that check is skipped."""
         folder = Path(folder)
-        _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR))
+        if not owned:
+            _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR))
         folder.mkdir(parents=True, exist_ok=True)
         _replace_dir(folder / ENCODER_DIR, self.net.encoder.save)
         if hasattr(self.net, "save_heads"):

@@ -120,7 +120,7 @@ def write_model(
     }
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta)
-    model.save(out)
+    model.save(out, owned=True)  # train/run_folder.py checked that out is this run's
     for done in checkpoints:
         done.unlink(missing_ok=True)
     return model
