@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -28,7 +27,7 @@ def register(app: typer.Typer) -> None:
     def demo_cmd(
         data: str = typer.Option("demo", "--data", help="Dataset folder, or 'demo' (the bundled dataset)."),
         method: str = typer.Option("ngame", "--method", help="Recipe to train: ngame | dexml."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Keep the trained model here (default: discarded)."),
+        out: Path | None = typer.Option(None, "--out", help="Keep the trained model here (default: discarded)."),
         train: bool = typer.Option(True, "--train/--no-train", help="Train the recipe (under a minute on 2 cores)."),
     ) -> None:
         """Statistics of the bundled dataset, the popularity baseline, and a dual encoder trained on CPU."""

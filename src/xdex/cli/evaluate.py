@@ -11,7 +11,6 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Optional
 
 import scipy.sparse as sp
 import typer
@@ -55,8 +54,8 @@ def register(app: typer.Typer) -> None:
 
 
 def evaluate(
-    model_dir: Optional[Path] = typer.Argument(None, help="Model directory written by `xdex train`."),
-    pred: Optional[Path] = typer.Option(
+    model_dir: Path | None = typer.Argument(None, help="Model directory written by `xdex train`."),
+    pred: Path | None = typer.Option(
         None, "--pred", help="Instead of a model: predictions for the test split, .jsonl[.gz], .npz or .txt."),
     data: str = typer.Option(..., "--data", help=DATA_HELP),
     k: str = typer.Option(",".join(map(str, DEFAULT_KS)), "--k", help="k of P@k, nDCG@k, PSP@k and PSnDCG@k."),
@@ -64,9 +63,9 @@ def evaluate(
     propensity: str = typer.Option(
         "default", "--propensity", help="Propensity model: default | amazon | wikipedia | A,B | none."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric name -> percent."),
-    deciles: Optional[Path] = typer.Option(
+    deciles: Path | None = typer.Option(
         None, "--deciles", help="Write a plot of each label decile's share of P@k (largest --k) to this file."),
-    search: Optional[str] = typer.Option(
+    search: str | None = typer.Option(
         None, "--search", help=SEARCH_HELP),
 ) -> None:
     """Test-split metrics of MODEL_DIR or of --pred FILE (filter pairs removed from the predictions)."""

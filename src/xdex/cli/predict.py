@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import typer
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "--output", help="JSONL, one row per input line (see `xdex predict`)."),
         k: int = typer.Option(10, "--k", min=1, help="Labels per text."),
         batch_size: int = typer.Option(4096, "--batch-size", min=1, help="Texts encoded and written at a time."),
-        search: Optional[str] = typer.Option(None, "--search", help=SEARCH_HELP),
+        search: str | None = typer.Option(None, "--search", help=SEARCH_HELP),
         overwrite: bool = typer.Option(False, "--overwrite", help="Start afresh instead of continuing OUTPUT."),
     ) -> None:
         """Predict the top-k labels of every input line: one JSON row per line, in input order, with "id" (the
@@ -289,7 +289,7 @@ def _rank(model: DualEncoderModel, texts: list[str], k: int) -> list[tuple[np.nd
         return []
     try:
         ranking = model.predict(texts, k)
-        return list(zip(ranking.indices, ranking.scores))
+        return list(zip(ranking.indices, ranking.scores, strict=True))
     except PER_TEXT_ERRORS as e:
         if len(texts) == 1:
             logger.debug("line not predicted", exc_info=True)

@@ -6,7 +6,6 @@ import ipaddress
 import logging
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,10 +24,10 @@ def register(app: typer.Typer) -> None:
         model_dir: Path = typer.Argument(..., help="Model directory written by `xdex train`."),
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
         port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
-        search: Optional[str] = typer.Option(None, "--search", help=SEARCH_HELP),
+        search: str | None = typer.Option(None, "--search", help=SEARCH_HELP),
         read_only: bool = typer.Option(
             False, "--read-only", help="Refuse POST /labels (403), so the model directory is never written."),
-        token_file: Optional[Path] = typer.Option(
+        token_file: Path | None = typer.Option(
             None, "--token-file",
             help="File holding the token that POST /labels needs (Authorization: Bearer <token>; 401 without). "
                  "Default: the XDEX_SERVE_TOKEN environment variable; neither: any client may add labels."),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
 
 import typer
 import yaml
@@ -21,9 +20,9 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
         method: str = typer.Option(..., "--method", help=f"Recipe: {' | '.join(METHODS)}."),
-        data: Optional[str] = typer.Option(None, "--data", help="Dataset folder, or 'demo'."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Model directory to write (a new or empty folder)."),
-        config: Optional[Path] = typer.Option(None, "--config", help="YAML file overriding the recipe."),
+        data: str | None = typer.Option(None, "--data", help="Dataset folder, or 'demo'."),
+        out: Path | None = typer.Option(None, "--out", help="Model directory to write (a new or empty folder)."),
+        config: Path | None = typer.Option(None, "--config", help="YAML file overriding the recipe."),
         set_: list[str] = typer.Option([], "--set", help="Override one setting, e.g. --set trainer.epochs=5."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from its checkpoint."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),

@@ -55,7 +55,7 @@ def format_filter(matrix: sp.csr_matrix) -> Iterator[str]:
     coo = sp.csr_matrix(matrix, copy=True)
     coo.sort_indices()
     coo = coo.tocoo()
-    for row, label in zip(coo.row.tolist(), coo.col.tolist()):
+    for row, label in zip(coo.row.tolist(), coo.col.tolist(), strict=True):
         yield f"{row} {label}"
 
 

@@ -138,7 +138,7 @@ def _row_ids(matrix: sp.csr_matrix, r: int) -> list[int]:
 
 
 def _split_lines(split: Split) -> Iterator[str]:
-    for r, (key, text) in enumerate(zip(split.ids, split.texts)):
+    for r, (key, text) in enumerate(zip(split.ids, split.texts, strict=True)):
         row = {"id": r, "key": key, "text": text, "labels": _row_ids(split.labels, r)}
         if split.aux is not None:
             row["aux"] = _row_ids(split.aux, r)
@@ -146,7 +146,7 @@ def _split_lines(split: Split) -> Iterator[str]:
 
 
 def _catalogue_lines(catalogue: Catalogue) -> Iterator[str]:
-    for r, (key, text) in enumerate(zip(catalogue.ids, catalogue.texts)):
+    for r, (key, text) in enumerate(zip(catalogue.ids, catalogue.texts, strict=True)):
         row = {"id": r, "key": key, "text": text}
         if catalogue.descs is not None:
             row["desc"] = catalogue.descs[r]

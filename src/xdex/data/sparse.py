@@ -190,9 +190,8 @@ def format_pairs(matrix: sp.csr_matrix) -> Iterator[str]:
     """One ``col:val`` row per matrix row; whole values are written without a decimal point."""
     for r in range(matrix.shape[0]):
         start, end = matrix.indptr[r], matrix.indptr[r + 1]
-        yield " ".join(
-            f"{c}:{_number(v)}" for c, v in zip(matrix.indices[start:end].tolist(), matrix.data[start:end].tolist())
-        )
+        columns, values = matrix.indices[start:end].tolist(), matrix.data[start:end].tolist()
+        yield " ".join(f"{c}:{_number(v)}" for c, v in zip(columns, values, strict=True))
 
 
 def _number(v: float) -> str:

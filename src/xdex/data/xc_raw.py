@@ -171,7 +171,7 @@ def _item_files(
 
 
 def _one_per_line(values: list[str], ids: list[str], what: str, field: str) -> list[str]:
-    for value, key in zip(values, ids):
+    for value, key in zip(values, ids, strict=True):
         if "\n" in value or "\r" in value:
             raise ValueError(
                 f"the {field} of {what} '{key}' has a line break, which the xc-raw layout (one per line) "

@@ -168,10 +168,11 @@ class DualEncoderModel:
         _replace_dir(folder / INDEX_DIR, self.index.save)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))
+        n = self.n_trained  # the trained labels; added ones live in added_labels.npz
         atomic_write_text(
             folder / "labels.jsonl",
             "".join(json.dumps({"id": i, "key": k, "text": t}, ensure_ascii=False) + "\n"
-                    for i, (k, t) in enumerate(zip(self.label_ids[: self.n_trained], self.label_texts))),
+                    for i, (k, t) in enumerate(zip(self.label_ids[:n], self.label_texts[:n], strict=True))),
         )
         self.save_added(folder)
         atomic_write_text(folder / CONFIG, yaml.safe_dump(self.config, sort_keys=False))

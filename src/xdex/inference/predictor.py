@@ -149,8 +149,8 @@ class Predictor:
         ranking = self._rank(model, texts, k)
         keys, label_texts = model.label_ids, model.label_texts
         return [
-            [ScoredLabel(int(j), keys[j], label_texts[j], float(s)) for j, s in zip(row, scores) if j >= 0]
-            for row, scores in zip(ranking.indices, ranking.scores)
+            [ScoredLabel(int(j), keys[j], label_texts[j], float(s)) for j, s in zip(row, scores, strict=True) if j >= 0]
+            for row, scores in zip(ranking.indices, ranking.scores, strict=True)
         ]
 
     def label(self, key: str) -> tuple[int, str]:

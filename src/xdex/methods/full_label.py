@@ -82,7 +82,7 @@ def full_label_loss(
             grads = torch.autograd.grad(part, [block, *params])
         total += part.detach()
         scores[r0 : r0 + rows] = grads[0]
-        for acc, g in zip(param_grads, grads[1:]):
+        for acc, g in zip(param_grads, grads[1:], strict=True):
             acc += g
     with torch.autocast(q.device.type, enabled=False):
         return total, scores @ z, scores.T @ q, param_grads

@@ -57,7 +57,7 @@ def validation_filter(dataset: Dataset, rows: np.ndarray) -> sp.csr_matrix | Non
 
 def label_texts(labels: Catalogue, mode: str) -> list[str]:
     if mode == "text+desc" and labels.descs is not None:
-        return [f"{t} {d}".strip() for t, d in zip(labels.texts, labels.descs)]
+        return [f"{t} {d}".strip() for t, d in zip(labels.texts, labels.descs, strict=True)]
     return list(labels.texts)
 
 

@@ -86,7 +86,7 @@ def write_score_matrix(path: str | Path, matrix: sp.spmatrix) -> None:
                 for i in range(matrix.shape[0]):
                     start, end = matrix.indptr[i], matrix.indptr[i + 1]
                     cols, values = matrix.indices[start:end], matrix.data[start:end]
-                    f.write(" ".join(f"{c}:{v}" for c, v in zip(cols.tolist(), values)) + "\n")
+                    f.write(" ".join(f"{c}:{v}" for c, v in zip(cols.tolist(), values, strict=True)) + "\n")
         else:
             raise ValueError(f"{path}: a score matrix is written as .npz or .txt, not {fmt}")
 

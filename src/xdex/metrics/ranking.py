@@ -62,7 +62,7 @@ class Ranking:
         if len(labels) != len(scores):
             raise ValueError(f"{len(labels)} label lists but {len(scores)} score lists")
         lengths = np.fromiter((len(row) for row in labels), dtype=np.int64, count=len(labels))
-        for i, (row, row_scores) in enumerate(zip(labels, scores)):
+        for i, (row, row_scores) in enumerate(zip(labels, scores, strict=True)):
             if len(row) != len(row_scores):
                 raise ValueError(f"document {i}: {len(row)} labels but {len(row_scores)} scores")
         k = int(lengths.max(initial=0))

@@ -44,7 +44,8 @@ class TokenizedTexts:
         if not parts:
             return cls(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
         shifts = np.cumsum([0] + [len(p.ids) for p in parts[:-1]])
-        offsets = np.concatenate([[0]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)]).astype(np.int64)
+        shifted = [p.offsets[1:] + s for p, s in zip(parts, shifts, strict=True)]
+        offsets = np.concatenate([[0], *shifted]).astype(np.int64)
         return cls(np.concatenate([p.ids for p in parts]).astype(np.int32, copy=False), offsets)
 
     def __len__(self) -> int:

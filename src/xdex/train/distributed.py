@@ -155,7 +155,7 @@ def gather_rows(local: Tensor, n: int) -> Tensor:
     with warnings.catch_warnings():  # the autograd all-gather is marked deprecated without a public successor
         warnings.simplefilter("ignore", FutureWarning)
         parts = dist_nn.all_gather(local)
-    return torch.cat([part[: b - a] for part, (a, b) in zip(parts, bounds)])
+    return torch.cat([part[: b - a] for part, (a, b) in zip(parts, bounds, strict=True)])
 
 
 def embed_sharded(net: nn.Module, tokens: TokenizedTexts, batch_size: int) -> Tensor:
@@ -323,8 +323,8 @@ def _sparse_mean(grad: Tensor, g: int) -> Tensor:
     dist.all_gather(all_values, values)
     kept = [int(c) for c in counts]
     total = torch.sparse_coo_tensor(
-        torch.cat([i[:, :k] for i, k in zip(all_indices, kept)], dim=1),
-        torch.cat([v[:k] for v, k in zip(all_values, kept)]) / g,
+        torch.cat([i[:, :k] for i, k in zip(all_indices, kept, strict=True)], dim=1),
+        torch.cat([v[:k] for v, k in zip(all_values, kept, strict=True)]) / g,
         grad.shape,
     )
     return total.coalesce()

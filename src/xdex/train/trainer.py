@@ -291,9 +291,9 @@ class Trainer:
             self.model.load_state_dict(state["model"])
             if len(state["optimizers"]) != len(self.optimizers) or len(state["schedulers"]) != len(self.schedulers):
                 raise ValueError("other optimisers")
-            for o, s in zip(self.optimizers, state["optimizers"]):
+            for o, s in zip(self.optimizers, state["optimizers"], strict=True):
                 o.load_state_dict(s)
-            for sch, s in zip(self.schedulers, state["schedulers"]):
+            for sch, s in zip(self.schedulers, state["schedulers"], strict=True):
                 sch.load_state_dict(s)
             self.objective.load_state_dict(state["objective"])
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
