@@ -25,7 +25,7 @@ from xdex.cli import app
 from xdex.data.synthetic import memorisation_task
 from xdex.encoders.factory import build_encoder
 from xdex.inference.model import DualEncoderModel
-from xdex.inference.retrieval import retrieve
+from xdex.index.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig

@@ -30,7 +30,7 @@ from xdex.inference.model import DualEncoderModel
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe, train
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
-from xdex.text.jsonfile import read_json
+from xdex.jsonfile import read_json
 
 runner = CliRunner()
 FAST = ["trainer.epochs=4", "trainer.eval_every=2", "sampling.first_refresh=1", "sampling.refresh_every=2",

@@ -33,7 +33,7 @@ import typer
 
 from xdex.cli.evaluate import SEARCH_HELP
 from xdex.data.errors import Problem
-from xdex.text.jsonfile import parse_json_line, read_json, write_json
+from xdex.jsonfile import parse_json_line, read_json, write_json
 
 if TYPE_CHECKING:
     from xdex.inference.model import DualEncoderModel

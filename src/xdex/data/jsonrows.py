@@ -15,7 +15,7 @@ from typing import Any
 
 from xdex.data.errors import ProblemLog
 from xdex.data.textfile import read_lines
-from xdex.text.jsonfile import parse_json_line
+from xdex.jsonfile import parse_json_line
 
 
 def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from xdex.jsonfile import read_json, write_json
 from xdex.text.cache import TokenCache
-from xdex.text.jsonfile import read_json, write_json
 from xdex.text.tokenizer import Tokenizer
 from xdex.text.tokens import TokenizedTexts
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.data.errors import DataFormatError, Problem
-from xdex.text.jsonfile import parse_json_line
+from xdex.jsonfile import parse_json_line
 
 META_NAME = "index.json"
 FORMAT = "xdex-index"

@@ -37,6 +37,7 @@ import yaml
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.config import ConfigError, from_dict, read_yaml
 from xdex.index import ExactIndex, Index, load_index
+from xdex.index.retrieval import retrieve
 from xdex.inference.added_labels import (
     check_texts,
     fingerprint,
@@ -45,11 +46,10 @@ from xdex.inference.added_labels import (
     with_added,
     write_added,
 )
-from xdex.inference.retrieval import retrieve
+from xdex.jsonfile import parse_json_line, read_json, write_json
 from xdex.methods.schema import RecipeConfig  # pure data: no training code
 from xdex.metrics.ranking import Ranking
 from xdex.modules import ClassifierFusionNet, DualEncoder, OakNet, UniDECNet, load_net
-from xdex.text.jsonfile import parse_json_line, read_json, write_json
 
 log = logging.getLogger(__name__)
 

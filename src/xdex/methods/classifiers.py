@@ -24,7 +24,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex.inference.retrieval import retrieve
+from xdex.index.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.schema import ClassifierTraining
 from xdex.metrics.measures import compute_metrics

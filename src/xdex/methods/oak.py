@@ -37,8 +37,8 @@ from torch import nn
 
 from xdex.data.dataset import Dataset, Split
 from xdex.encoders.factory import build_encoder
+from xdex.index.retrieval import retrieve
 from xdex.inference.model import MARKER, DualEncoderModel
-from xdex.inference.retrieval import retrieve
 from xdex.losses import MICalibration, WeightedSum, build_loss
 from xdex.methods.classifiers import train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig

@@ -26,8 +26,8 @@ import yaml
 from xdex.config import apply_overrides, load_config, read_yaml
 from xdex.data.dataset import Dataset
 from xdex.encoders.factory import build_encoder
+from xdex.index.retrieval import retrieve
 from xdex.inference.model import DualEncoderModel
-from xdex.inference.retrieval import retrieve
 from xdex.losses import build_loss
 from xdex.methods.dexa import build_aux, train_classifiers
 from xdex.methods.full_label import FullLabelObjective

@@ -30,8 +30,8 @@ import scipy.sparse as sp
 
 from xdex.atomic import atomic_path
 from xdex.data.errors import DataFormatError, Problem, ProblemLog
+from xdex.jsonfile import parse_json_line
 from xdex.metrics.ranking import Ranking, top_k
-from xdex.text.jsonfile import parse_json_line
 
 FORMATS = (".jsonl", ".jsonl.gz", ".npz", ".txt")
 

@@ -4,13 +4,13 @@ and auxiliary vectors, OAK's augmentation block."""
 from collections.abc import Callable
 from pathlib import Path
 
+from xdex.jsonfile import read_json
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
-from xdex.modules.heads import HEADS_CONFIG
+from xdex.modules.heads_storage import HEADS_CONFIG
 from xdex.modules.oak import LINKER_DIR, Augmentation, Linker, OakNet
 from xdex.modules.unidec import SEARCH_MODES, UniDECNet
-from xdex.text.jsonfile import read_json
 
 
 def load_net(folder: str | Path, load_linker: Callable[[Path], Linker] | None = None

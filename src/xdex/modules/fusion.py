@@ -17,7 +17,7 @@ import torch
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.dual_encoder import DualEncoder
-from xdex.modules.heads import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 FusionMode = Literal["fused", "de", "clf"]

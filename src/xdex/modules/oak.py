@@ -37,7 +37,7 @@ from xdex.encoders.factory import load_encoder
 from xdex.index import Index
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.modules.dual_encoder import DualEncoder
-from xdex.modules.heads import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 Pooling = Literal["attention", "mean"]

@@ -21,7 +21,7 @@ from torch import nn
 
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
-from xdex.modules.heads import read_heads, write_heads
+from xdex.modules.heads_storage import read_heads, write_heads
 from xdex.text.tokens import TokenizedTexts
 
 SearchMode = Literal["concat", "de", "clf"]

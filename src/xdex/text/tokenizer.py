@@ -19,7 +19,7 @@ import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from xdex.atomic import atomic_path
-from xdex.text.jsonfile import read_json, write_json
+from xdex.jsonfile import read_json, write_json
 from xdex.text.tokens import TokenizedTexts
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from xdex.atomic import atomic_path
-from xdex.text.jsonfile import read_json, write_json
+from xdex.jsonfile import read_json, write_json
 
 HEADS_CONFIG = "heads.json"
 HEADS_WEIGHTS = "heads.safetensors"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from xdex.index import ExactIndex, Index
+from xdex.index.base import Index
+from xdex.index.exact import ExactIndex
 from xdex.metrics.ranking import Ranking
 
 
