@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from xdex.encoders import BagOfEmbeddings
 from xdex.index import ExactIndex
+from xdex.index.retrieval import with_added
 from xdex.inference.added_labels import (
     ADDED_LABELS,
     MAX_KEY_CHARS,
@@ -25,7 +26,6 @@ from xdex.inference.added_labels import (
     read_added,
     read_added_labels,
     shown,
-    with_added,
     write_added,
 )
 from xdex.metrics.ranking import Ranking

@@ -34,8 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from xdex.atomic import atomic_path
-from xdex.index.exact import exact_search
-from xdex.metrics.ranking import Ranking
 
 ADDED_LABELS = "added_labels.npz"
 KEY_PREFIX = "added-"
@@ -160,19 +158,6 @@ def fingerprint(meta: dict, config: dict, trained_keys: Sequence[str]) -> str:
     is for."""
     payload = json.dumps([meta, config, list(trained_keys)], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def with_added(ranking: Ranking, queries: np.ndarray, vectors: np.ndarray, first_row: int, k: int) -> Ranking:
-    """``ranking`` of the trained labels (``k`` per row, ``-1``-padded) merged with an exact inner-product search
-    of ``queries`` over ``vectors``, those of the added labels, whose rows start at ``first_row``: the ``k`` best
-    of both, ties to the lower row."""
-    if not len(vectors) or not len(queries):
-        return ranking
-    scores, rows = exact_search(vectors, np.ascontiguousarray(queries, dtype=np.float32), min(k, len(vectors)))
-    all_scores = np.concatenate([ranking.scores, scores], axis=1)
-    all_rows = np.concatenate([ranking.indices, rows + first_row], axis=1)
-    order = np.argsort(-all_scores, axis=1, kind="stable")[:, :k]  # trained rows first among equal scores
-    return Ranking(np.take_along_axis(all_rows, order, axis=1), np.take_along_axis(all_scores, order, axis=1))
 
 
 def write_added(

@@ -37,26 +37,19 @@ import yaml
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.config import ConfigError, from_dict, read_yaml
 from xdex.index import ExactIndex, Index, load_index
-from xdex.index.retrieval import retrieve
-from xdex.inference.added_labels import (
-    check_texts,
-    fingerprint,
-    new_keys,
-    read_added,
-    with_added,
-    write_added,
-)
+from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
 from xdex.jsonfile import parse_json_line, read_json, write_json
 from xdex.methods.schema import RecipeConfig  # pure data: no training code
 from xdex.metrics.ranking import Ranking
-from xdex.modules import ClassifierFusionNet, DualEncoder, OakNet, UniDECNet, load_net
+from xdex.modules import load_net
+from xdex.modules.network import Network
 
 log = logging.getLogger(__name__)
 
 MARKER = "meta.json"
 CONFIG = "config.yaml"
 FILES = "files"  # meta.json's record of the files written: relative path -> {"bytes", "sha256"}
-ENCODER_DIR, INDEX_DIR, LINKER_DIR = "encoder", "index", "linker"
+ENCODER_DIR, INDEX_DIR = "encoder", "index"
 TOP_FILES = (CONFIG, "labels.jsonl", "label_embeddings.npy", "heads.json", "heads.safetensors")
 HASH_BLOCK = 1 << 20
 
@@ -71,7 +64,7 @@ class DualEncoderModel:
     (:meth:`with_labels`). ``label_embeddings`` and ``index`` hold the trained labels' search vectors,
     ``added_vectors`` the added labels', which are searched exactly."""
 
-    net: DualEncoder | UniDECNet | ClassifierFusionNet | OakNet
+    net: Network
     label_ids: list[str]
     label_texts: list[str]
     label_embeddings: np.ndarray
@@ -94,17 +87,12 @@ class DualEncoderModel:
 
     def embed_texts(self, texts: list[str], batch_size: int = 512) -> np.ndarray:
         """Query-side search vectors of ``texts``."""
-        if isinstance(self.net, OakNet):  # reads the raw texts: its linker has a tokenizer of its own
-            return self.net.text_vectors(texts, batch_size).numpy()
-        return self.net.query_vectors(self.net.encoder.tokenize(texts), batch_size).numpy()
+        return self.net.text_vectors(texts, batch_size).numpy()
 
     def predict(self, texts: list[str], k: int = 10) -> Ranking:
         """Top-``k`` label rows and scores (inner products of search vectors; OAK's re-scored candidates) for
         each text, best first."""
-        if isinstance(self.net, OakNet):
-            return self.net.rank(texts, self.index, k, added=self.added_vectors)
-        queries = self.embed_texts(texts)
-        return with_added(retrieve(queries, self.index, k), queries, self.added_vectors, self.n_trained, k)
+        return self.net.rank(texts, self.index, k, added=self.added_vectors)
 
     @property
     def search(self) -> str:
@@ -163,8 +151,7 @@ class DualEncoderModel:
             _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR))
         folder.mkdir(parents=True, exist_ok=True)
         _replace_dir(folder / ENCODER_DIR, self.net.encoder.save)
-        if hasattr(self.net, "save_heads"):
-            self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers, OAK's block and linker/
+        self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers, OAK's block and linker/
         _replace_dir(folder / INDEX_DIR, self.index.save)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))
@@ -176,7 +163,7 @@ class DualEncoderModel:
         )
         self.save_added(folder)
         atomic_write_text(folder / CONFIG, yaml.safe_dump(self.config, sort_keys=False))
-        write_json(folder / MARKER, {**self.meta, FILES: _written_files(folder, isinstance(self.net, OakNet))})
+        write_json(folder / MARKER, {**self.meta, FILES: _written_files(folder, self.net.model_subfolders)})
 
     @classmethod
     def load(cls, folder: str | Path, verify: bool = True) -> DualEncoderModel:
@@ -271,17 +258,18 @@ def file_record(path: Path) -> dict:
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def _written_files(folder: Path, linker: bool) -> dict[str, dict]:
+def _written_files(folder: Path, model_subfolders: Sequence[str]) -> dict[str, dict]:
     """Size and SHA-256 of every file :meth:`DualEncoderModel.save` wrote in ``folder`` (not ``meta.json``, nor
-    ``added_labels.npz``, which changes after training and has a fingerprint of its own), by relative path."""
+    ``added_labels.npz``, which changes after training and has a fingerprint of its own), by relative path; the
+    files of ``model_subfolders`` (model directories of their own, e.g. OAK's linker) as their records say."""
     paths = [folder / name for name in TOP_FILES if (folder / name).is_file()]
     for sub in (ENCODER_DIR, INDEX_DIR):
         paths += sorted(p for p in (folder / sub).rglob("*") if p.is_file())
     out = {p.relative_to(folder).as_posix(): file_record(p) for p in paths}
-    if linker:  # OAK: the linker is a model directory of its own, written just now with its own record
-        out[f"{LINKER_DIR}/{MARKER}"] = file_record(folder / LINKER_DIR / MARKER)
-        for name, record in read_json(folder / LINKER_DIR / MARKER)[FILES].items():
-            out[f"{LINKER_DIR}/{name}"] = record
+    for sub in model_subfolders:  # written just now, with a record of their own
+        out[f"{sub}/{MARKER}"] = file_record(folder / sub / MARKER)
+        for name, record in read_json(folder / sub / MARKER)[FILES].items():
+            out[f"{sub}/{name}"] = record
     return dict(sorted(out.items()))
 
 
@@ -336,7 +324,7 @@ def _check_replaceable(folder: Path, subfolders: Sequence[str]) -> None:
                               f"listed in {MARKER}); save into another folder, or move them away")
 
 
-def _new_label_vectors(net: DualEncoder | UniDECNet | ClassifierFusionNet | OakNet, texts: list[str],
+def _new_label_vectors(net: Network, texts: list[str],
                        batch_size: int) -> np.ndarray:
     """The network's zero-shot label vectors of ``texts`` (``new_label_vectors``), float32 ``[len(texts), d]``."""
     return net.new_label_vectors(net.encoder.tokenize(texts), batch_size).numpy().astype(np.float32, copy=False)

@@ -9,6 +9,7 @@ from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
 from xdex.modules.heads_storage import HEADS_CONFIG
+from xdex.modules.network import Network
 from xdex.modules.oak import LINKER_DIR, Augmentation, Linker, OakNet
 from xdex.modules.unidec import SEARCH_MODES, UniDECNet
 
@@ -33,5 +34,7 @@ def load_net(folder: str | Path, load_linker: Callable[[Path], Linker] | None = 
     return loaders[kind](folder)
 
 
-__all__ = ["SEARCH_MODES", "Augmentation", "AuxiliaryVectors", "ClassifierFusionNet", "DualEncoder", "OakNet",
-           "UniDECNet", "load_net"]
+__all__ = [
+    "SEARCH_MODES", "Augmentation", "AuxiliaryVectors", "ClassifierFusionNet", "DualEncoder", "Network", "OakNet",
+    "UniDECNet", "load_net",
+]

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
+from xdex.modules.network import Network
 from xdex.text.tokens import TokenizedTexts
 
 
-class DualEncoder(nn.Module):
+class DualEncoder(Network):
     """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
 
     search = "de"  # queries and labels share one space; no other search mode

@@ -189,6 +189,8 @@ class OakNet(DualEncoder):
     (x = N(E(d)) against y_j: no linker, no augmentation).
     """
 
+    model_subfolders = (LINKER_DIR,)  # the linker is a model directory of its own
+
     search_modes: tuple[str, ...] = OAK_SEARCH_MODES
 
     def __init__(

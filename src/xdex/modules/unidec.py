@@ -22,13 +22,14 @@ from torch import nn
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.heads_storage import read_heads, write_heads
+from xdex.modules.network import Network
 from xdex.text.tokens import TokenizedTexts
 
 SearchMode = Literal["concat", "de", "clf"]
 SEARCH_MODES: tuple[str, ...] = ("concat", "de", "clf")
 
 
-class UniDECNet(nn.Module):
+class UniDECNet(Network):
     """Encoder Φ with the DE head g1 and, when ``n_labels`` is given, the CLF head g2 and classifiers Ψ."""
 
     def __init__(

@@ -1,0 +1,59 @@
+"""The protocol every network follows, so the layers above treat all of them alike.
+
+A network maps texts to search vectors: ``query_vectors`` for queries, ``label_vectors`` for the trained labels
+(what the index holds) and ``new_label_vectors`` for labels added by their texts after training, in its current
+``search`` mode (one of ``search_modes``). ``rank`` gives each text its top-k labels: by default a search of the
+index merged with an exact search of the added labels' vectors; a network that re-scores candidates (OAK)
+overrides it. ``save`` / ``load`` write and read the network; ``save_heads`` writes what sits beside the encoder,
+and ``model_subfolders`` names sub-folders that are model directories of their own (OAK's linker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from xdex.encoders.base import Encoder
+from xdex.index.base import Index
+from xdex.index.retrieval import retrieve, with_added
+from xdex.metrics.ranking import Ranking
+from xdex.text.tokens import TokenizedTexts
+
+
+class Network(nn.Module):
+    """Base of every network (module docstring); subclasses implement the vector methods."""
+
+    encoder: Encoder
+    search: str
+    search_modes: tuple[str, ...]
+    model_subfolders: tuple[str, ...] = ()
+
+    def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        raise NotImplementedError
+
+    def label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        raise NotImplementedError
+
+    def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
+        raise NotImplementedError
+
+    def text_vectors(self, texts: Sequence[str], batch_size: int = 512) -> torch.Tensor:
+        """Query vectors of raw texts."""
+        return self.query_vectors(self.encoder.tokenize(list(texts)), batch_size)
+
+    def rank(self, texts: Sequence[str], index: Index, k: int, batch_size: int = 512,
+             added: np.ndarray | None = None) -> Ranking:
+        """Top-``k`` labels of each text, best first: the trained labels from ``index``, and the labels added
+        after training (their vectors ``added``, rows after the trained ones) searched exactly."""
+        queries = self.text_vectors(texts, batch_size).numpy()
+        ranking = retrieve(queries, index, k)
+        if added is None:
+            return ranking
+        return with_added(ranking, queries, added, len(index), k)
+
+    def save_heads(self, folder: str | Path) -> None:
+        """Write what the network has beside its encoder (nothing, unless a subclass has heads)."""
