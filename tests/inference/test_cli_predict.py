@@ -27,6 +27,24 @@ def xdex_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
+def stopped_at_the_second_batch(monkeypatch, capsys, *args) -> int:
+    """The exit code of `xdex ARGS` interrupted (Ctrl-C) when the model predicts its second batch."""
+    calls = 0
+    predict = DualEncoderModel.predict
+
+    def stop_at_the_second_batch(self, texts, k=10):
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return predict(self, texts, k)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DualEncoderModel, "predict", stop_at_the_second_batch)
+        code, _, _ = xdex_cli(monkeypatch, capsys, *args)
+    return code
+
+
 
 def rows(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -96,19 +114,7 @@ def test_a_stopped_run_continues_where_it_stopped(model_dir, lines, tmp_path, mo
     args = ["predict", model_dir, "--input", lines, "--k", 4, "--batch-size", 3]
     xdex_cli(monkeypatch, capsys, *args, "--output", reference)
     out = tmp_path / "out.jsonl"
-    calls = 0
-    predict = DualEncoderModel.predict
-
-    def stop_at_the_second_batch(self, texts, k=10):
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise KeyboardInterrupt
-        return predict(self, texts, k)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(DualEncoderModel, "predict", stop_at_the_second_batch)
-        code, _, _ = xdex_cli(monkeypatch, capsys, *args, "--output", out)
+    code = stopped_at_the_second_batch(monkeypatch, capsys, *args, "--output", out)
     assert code == 130 and len(rows(out)) == 3  # the first batch was written
     with open(out, "a", encoding="utf-8") as f:
         f.write('{"id": 3, "labels": [1')  # and a partial row, as a kill in the middle of a write leaves
@@ -238,20 +244,7 @@ def test_a_text_the_model_cannot_take_costs_only_its_own_row(model_dir, lines, t
 def test_a_resume_refuses_an_input_whose_contents_changed(model_dir, lines, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.jsonl"
     args = ["predict", model_dir, "--input", lines, "--output", out, "--batch-size", 3]
-    calls = 0
-    predict = DualEncoderModel.predict
-
-    def stop_at_the_second_batch(self, texts, k=10):
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise KeyboardInterrupt
-        return predict(self, texts, k)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(DualEncoderModel, "predict", stop_at_the_second_batch)
-        code, _, _ = xdex_cli(monkeypatch, capsys, *args)
-    assert code == 130 and len(rows(out)) == 3
+    assert stopped_at_the_second_batch(monkeypatch, capsys, *args) == 130 and len(rows(out)) == 3
     sidecar = json.loads((tmp_path / "out.jsonl.run.json").read_text())
     assert sidecar["input_lines"] == 3  # the fingerprint covers the rows written
     original = lines.read_text()
