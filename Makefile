@@ -1,13 +1,13 @@
 # Two commands set everything up on a fresh machine with Python >= 3.10:
 #   make demo   creates .venv, installs xdex, runs the demo on the bundled dataset
-#   make test   creates .venv with the test extras, runs the test suite
+#   make test   creates .venv with the test extras, lints src/ (ruff), runs the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # A local wheel folder (if the machine has one) lets pip find the CPU build of torch offline.
 PIP_FLAGS ?= $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/xdex demo
 
-test: install
+lint: install
+	$(BIN)/ruff check src
+
+test: install lint
 	$(BIN)/python -m pytest -q
 
 clean:
