@@ -177,3 +177,17 @@ def test_predict_with_a_damaged_model_is_one_line_of_error(copy_model, tmp_path,
                                tmp_path / "out.jsonl")
     assert code == 1 and "Traceback" not in stderr and f"{folder / 'config.yaml'}" in stderr and "unknown" in stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_model_written_with_settings_since_renamed_still_loads(copy_model):
+    import yaml
+
+    folder = copy_model("unidec")
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    config["heads"]["lam"] = config["heads"].pop("de_weight")  # as xdex 0.1.0 wrote it
+    config["loss"]["lam"] = config["loss"].pop("q2l_weight")
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    rerecord(folder, "config.yaml")
+    model = DualEncoderModel.load(folder)
+    assert model.config["heads"]["lam"] == config["heads"]["lam"]  # kept as written: added labels still match
+    assert model.predict(["a text"], 2).indices.shape == (1, 2)

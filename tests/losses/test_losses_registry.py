@@ -49,8 +49,8 @@ def test_bad_parameter_values_are_value_errors():
 
 
 def test_symmetric_from_a_specification():
-    loss = build_loss("symmetric", q2l={"name": "paln", "temperature": 0.05}, lam=0.25)
-    assert isinstance(loss, Symmetric) and loss.lam == 0.25
+    loss = build_loss("symmetric", q2l={"name": "paln", "temperature": 0.05}, q2l_weight=0.25)
+    assert isinstance(loss, Symmetric) and loss.q2l_weight == 0.25
     assert isinstance(loss.q2l_loss, PALN) and loss.l2q_loss is loss.q2l_loss
     both = build_loss("symmetric", q2l="paln", l2q={"name": "decoupled_softmax"})
     assert isinstance(both.l2q_loss, DecoupledSoftmax)

@@ -13,7 +13,7 @@ M = torch.tensor([[True, True, False, False], [False, False, True, False], [Fals
 
 def test_symmetric_equals_the_manual_transpose_computation():
     q2l, l2q = PALN(temperature=0.5), DecoupledSoftmax(temperature=1.0)
-    loss = Symmetric(q2l, l2q, lam=0.3)(S, M)
+    loss = Symmetric(q2l, l2q, q2l_weight=0.3)(S, M)
     expected = 0.3 * q2l(S, M) + 0.7 * l2q(S.T.contiguous(), M.T.contiguous())
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
 
@@ -26,7 +26,7 @@ def test_symmetric_by_hand_with_labels_that_have_no_query():
     q2l_row = math.log(math.e + 1 + math.e**2) - 1
     # l2q: labels 0 and 1 score their queries (1, 0) and (0, 1): log(e + 1) − 1 each; label 2 ignored
     l2q_row = math.log(math.e + 1) - 1
-    loss = Symmetric(SoftmaxCE(temperature=1.0), lam=0.5)(s, m)
+    loss = Symmetric(SoftmaxCE(temperature=1.0), q2l_weight=0.5)(s, m)
     assert loss.item() == pytest.approx(0.5 * q2l_row + 0.5 * l2q_row, rel=1e-12)  # 0.5·1.40760596 + 0.5·0.31326169
 
 
@@ -37,8 +37,8 @@ def test_symmetric_defaults_to_one_shared_loss():
 
 
 def test_symmetric_rejects_lambda_outside_unit_interval():
-    with pytest.raises(ValueError, match="lam"):
-        Symmetric(PALN(), lam=1.5)
+    with pytest.raises(ValueError, match="q2l_weight"):
+        Symmetric(PALN(), q2l_weight=1.5)
 
 
 def test_fixed_temperature_scales_by_its_inverse():

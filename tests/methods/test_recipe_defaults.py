@@ -56,3 +56,16 @@ def test_print_config_prints_the_resolved_recipe_which_reads_back_as_a_config(me
     assert printed == expected and printed["trainer"]["epochs"] == 3
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(printed))
     assert to_dict(load_recipe(method, tmp_path / "c.yaml")) == expected
+
+
+def test_renamed_settings_are_named_and_recipes_written_before_still_read(tmp_path):
+    from xdex.config import ConfigError
+    from xdex.methods.schema import upgrade_names
+
+    with pytest.raises(ConfigError, match=r"heads\.lam is now heads\.de_weight, loss\.lam is now loss\.q2l_weight"):
+        load_recipe("unidec", overrides=["heads.lam=0.3", "loss.lam=1"])
+    assert load_recipe("unidec", overrides=["heads.de_weight=0.3"]).heads.de_weight == 0.3
+    old = {"heads": {"lam": 0.3, "classifier_loss": {"name": "symmetric", "lam": 0.2}}, "loss": {"lam": 1.0}}
+    assert upgrade_names(old) == {"heads": {"de_weight": 0.3, "classifier_loss": {"name": "symmetric", "q2l_weight": 0.2}},
+                                  "loss": {"q2l_weight": 1.0}}
+    assert old["heads"]["lam"] == 0.3  # the recipe given is left as it is

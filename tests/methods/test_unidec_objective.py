@@ -70,8 +70,9 @@ def make_objective(tokenizer, query_texts, y, *, beta=1, eta=0, shortlist=None, 
     y = sp.csr_matrix(np.asarray(y, dtype=np.float32))
     net = UniDECNet(encoder, 3, y.shape[1] if classifiers else None, dropout=0.5,
                     search="concat" if classifiers else "de").eval()  # dropout off
-    de_loss = build_loss("symmetric", q2l={"name": "paln", "temperature": TAU_D}, lam=LAM_D)
-    clf_loss = build_loss("symmetric", q2l={"name": "paln", "temperature": TAU_C}, lam=LAM_C) if classifiers else None
+    de_loss = build_loss("symmetric", q2l={"name": "paln", "temperature": TAU_D}, q2l_weight=LAM_D)
+    clf_loss = (build_loss("symmetric", q2l={"name": "paln", "temperature": TAU_C}, q2l_weight=LAM_C)
+                if classifiers else None)
     cfg = SamplingConfig(**{"batch_size": y.shape[0], "beta": beta, "hard_negatives": eta, "clustered": False,
                             "first_refresh": 10**6, **(sampling or {})})
     queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts(y.shape[1]))
@@ -140,7 +141,7 @@ def test_the_pool_masks_extra_positives_brought_by_other_queries(tokenizer):
 
 
 def test_loss_is_lambda_mix_of_the_de_and_classifier_psl_losses(tokenizer):
-    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, lam=0.4)
+    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, de_weight=0.4)
     loss = obj.loss(whole_batch(obj))
     s_d, s_c = heads_by_hand(obj, QUERIES_1, list(range(6)))
     mask = np.array(Y_1, dtype=bool)
@@ -152,7 +153,7 @@ def test_loss_is_lambda_mix_of_the_de_and_classifier_psl_losses(tokenizer):
 
 
 def test_depsl_loss_is_the_de_loss_alone(tokenizer):
-    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, classifiers=False, lam=0.4)
+    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, classifiers=False, de_weight=0.4)
     assert obj.net.clf_head is None and obj.net.classifier is None
     loss = obj.loss(whole_batch(obj))
     s_d, _ = heads_by_hand(obj, QUERIES_1, list(range(6)))
@@ -163,7 +164,7 @@ def test_depsl_loss_is_the_de_loss_alone(tokenizer):
 
 
 def test_bce_weight_adds_an_ova_term_to_the_classifier_loss(tokenizer):
-    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, lam=0.4, bce_weight=0.7)
+    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, de_weight=0.4, bce_weight=0.7)
     loss = obj.loss(whole_batch(obj))
     s_d, s_c = heads_by_hand(obj, QUERIES_1, list(range(6)))
     mask = np.array(Y_1, dtype=bool)
@@ -175,7 +176,7 @@ def test_bce_weight_adds_an_ova_term_to_the_classifier_loss(tokenizer):
 
 def test_pos_clf_adds_extra_positives_to_the_classifier_pool_only(tokenizer):
     plain = make_objective(tokenizer, QUERIES_2, Y_2, beta=1)
-    pos_clf = make_objective(tokenizer, QUERIES_2, Y_2, beta=1, lam=0.4, extra_positives=4)
+    pos_clf = make_objective(tokenizer, QUERIES_2, Y_2, beta=1, de_weight=0.4, extra_positives=4)
     item = whole_batch(pos_clf)
     batch = pos_clf.make_batch(item)
     assert len(batch.label_ids) == 2 and batch.label_ids[1] == 4 and batch.label_ids[0] in (0, 1, 2, 3)
@@ -251,8 +252,8 @@ def test_a_refresh_epoch_mines_hard_negatives_in_the_de_space_and_pools_stay_bou
 
 
 def test_inconsistent_heads_settings_are_refused(tokenizer):
-    with pytest.raises(ValueError, match="heads.lam must be in"):
-        make_objective(tokenizer, QUERIES_1, Y_1, lam=1.5)
+    with pytest.raises(ValueError, match="heads.de_weight must be in"):
+        make_objective(tokenizer, QUERIES_1, Y_1, de_weight=1.5)
     obj = make_objective(tokenizer, QUERIES_1, Y_1, classifiers=False)
     with pytest.raises(ValueError, match="does not match the network"):
         UniDECObjective(obj.net, obj.loss_fn, obj.queries, obj.labels, obj.y, obj.cfg, HeadsConfig(), obj.loss_fn)

@@ -39,7 +39,7 @@ from xdex.config import ConfigError, from_dict, read_yaml
 from xdex.index import ExactIndex, Index, load_index
 from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
 from xdex.jsonfile import parse_json_line, read_json, write_json
-from xdex.methods.schema import RecipeConfig  # pure data: no training code
+from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no training code
 from xdex.metrics.ranking import Ranking
 from xdex.modules import load_net
 from xdex.modules.network import Network
@@ -214,11 +214,12 @@ def _read_meta(folder: Path) -> dict:
 
 
 def _read_config(path: Path) -> dict:
-    """The recipe in ``config.yaml``, checked to be one (no unknown key, values of the right types)."""
-
+    """The recipe in ``config.yaml``, checked to be one (no unknown key, values of the right types; settings renamed
+    since an older xdex wrote it are checked under their new names). Returned as written, so fingerprints of the
+    model (that added labels carry) do not change."""
     try:
         config = read_yaml(path)
-        from_dict(RecipeConfig, copy.deepcopy(config))
+        from_dict(RecipeConfig, upgrade_names(config))
     except ConfigError as e:
         message = str(e)
         raise ValueError(message if message.startswith(str(path)) else f"{path}: {message}") from None

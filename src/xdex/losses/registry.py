@@ -36,20 +36,23 @@ def build_loss(name: str, **params: Any) -> nn.Module:
     """The engine loss called ``name`` built with ``params``, e.g. ``build_loss("paln", temperature=0.05)``.
 
     Names are case-insensitive and "-" may stand for "_". ``"symmetric"`` wraps other losses
-    (UniDEC's L_D): ``build_loss("symmetric", q2l={"name": "paln"}, l2q=None, lam=0.5)``, where
+    (UniDEC's L_D): ``build_loss("symmetric", q2l={"name": "paln"}, l2q=None, q2l_weight=0.5)``, where
     ``q2l`` and ``l2q`` are a name or a mapping with a ``name`` and that loss's parameters.
     Unknown names or parameters raise ValueError listing the valid ones.
     """
     key = _normalise(name)
     if key == SYMMETRIC:
-        _check_params(key, params, {"q2l", "l2q", "lam"})
+        if "lam" in params:
+            raise ValueError("loss 'symmetric': 'lam' is now called 'q2l_weight' (the weight of the query-to-label "
+                             "direction; the label-to-query direction gets 1 - q2l_weight)")
+        _check_params(key, params, {"q2l", "l2q", "q2l_weight"})
         if "q2l" not in params:
             raise ValueError("loss 'symmetric' needs q2l: the query-to-label loss, a name or a mapping with a 'name'")
         l2q = params.get("l2q")
         return Symmetric(
             _build_spec(params["q2l"], "q2l"),
             None if l2q is None else _build_spec(l2q, "l2q"),
-            lam=params.get("lam", 0.5),
+            q2l_weight=params.get("q2l_weight", 0.5),
         )
     if key not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(sorted([*LOSSES, SYMMETRIC]))}")

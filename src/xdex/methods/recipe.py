@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import torch
 import yaml
 
-from xdex.config import apply_overrides, load_config, read_yaml
+from xdex.config import ConfigError, apply_overrides, load_config, read_yaml
 from xdex.data.dataset import Dataset
 from xdex.encoders.factory import build_encoder
 from xdex.index.retrieval import retrieve
@@ -34,7 +34,7 @@ from xdex.methods.full_label import FullLabelObjective
 from xdex.methods.oak import train_oak
 from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
-from xdex.methods.schema import RecipeConfig
+from xdex.methods.schema import RecipeConfig, renamed_settings
 from xdex.methods.unidec import UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
@@ -76,6 +76,9 @@ def load_recipe(method: str, path: str | Path | None = None, overrides: list[str
     """
     recipe = recipe_layers(method)
     user = apply_overrides(read_yaml(path) if path is not None else {}, overrides or [])
+    old = renamed_settings(user)
+    if old:
+        raise ConfigError("renamed settings: " + ", ".join(f"{a} is now {b}" for a, b in old))
     if _switches(recipe, user, "encoder", "type"):
         recipe["encoder"] = {}
     cfg = load_config(RecipeConfig, path, overrides, base=recipe)

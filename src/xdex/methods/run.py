@@ -19,6 +19,7 @@ from xdex.config import to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.index import build_index
 from xdex.inference.model import DualEncoderModel
+from xdex.methods.schema import upgrade_names
 from xdex.train import Trainer
 from xdex.train.distributed import is_main
 
@@ -77,6 +78,8 @@ def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
     current["trainer"].pop("progress")
     if resume and path.exists():
         saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(saved, dict):  # a run started by an older xdex: its settings under their new names
+            saved = upgrade_names(saved)
         changed = sorted(_changed_keys(saved, current))
         if changed:
             raise ValueError(f"{path}: the run was started with other settings ({', '.join(changed)}); "

@@ -14,6 +14,37 @@ from xdex.encoders.factory import BAG_DEFAULTS
 from xdex.train.trainer import TrainerConfig
 
 DEFAULT_LOSS = {"name": "triplet", "margin": 0.3, "num_negatives": 10}
+RENAMED = {  # settings renamed since xdex 0.1.0 (section, old) -> new; saved recipes are read with the new names
+    ("heads", "lam"): "de_weight",
+    ("loss", "lam"): "q2l_weight",
+    ("heads.classifier_loss", "lam"): "q2l_weight",
+}
+
+
+def renamed_settings(recipe: dict) -> list[tuple[str, str]]:
+    """The (old, new) dotted names of renamed settings that ``recipe`` (a recipe as a mapping) still uses."""
+    found = []
+    for (section, old), new in RENAMED.items():
+        node = recipe
+        for part in section.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and old in node:
+            found.append((f"{section}.{old}", f"{section}.{new}"))
+    return found
+
+
+def upgrade_names(recipe: dict) -> dict:
+    """A copy of ``recipe`` with renamed settings under their new names (a recipe written by an older xdex)."""
+    import copy
+
+    out = copy.deepcopy(recipe)
+    for (section, old), new in RENAMED.items():
+        node = out
+        for part in section.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and old in node and new not in node:
+            node[new] = node.pop(old)
+    return out
 
 
 @dataclass
@@ -45,7 +76,7 @@ class HeadsConfig:
     classifier: bool = True  # g2 + Ψ trained with L_C (UniDEC); false: the DE head alone (DePSL)
     classifier_loss: dict | None = None  # the loss of L_C; None: the same as `loss`
     classifier_init: Literal["labels", "random"] = "labels"  # Ψ_l ← Φ_C(z_l) before training, or random
-    lam: float = 0.5  # λ of L = λ·L_D + (1 − λ)·L_C
+    de_weight: float = 0.5  # λ of L = λ·L_D + (1 − λ)·L_C: the DE head's share, the classifier's is 1 − λ
     bce_weight: float = 0.0  # weight of an auxiliary OvA BCE on the classifier scores (0: none)
     extra_positives: int = 0  # β_E: positives per query added to the classifier's pool only (POS-CLF)
     search: Literal["concat", "de", "clf"] = "concat"  # the model directory's search mode

@@ -52,8 +52,8 @@ class UniDECObjective(DualEncoderObjective):
     ):
         """``aux_options``: DEXA's auxiliary vectors for the DE label side (see :class:`DualEncoderObjective`)."""
         super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed, **aux_options)
-        if not 0.0 <= heads.lam <= 1.0:
-            raise ValueError(f"heads.lam must be in [0, 1], got {heads.lam}")
+        if not 0.0 <= heads.de_weight <= 1.0:
+            raise ValueError(f"heads.de_weight must be in [0, 1], got {heads.de_weight}")
         if heads.classifier != net.has_classifier:
             raise ValueError("heads.classifier does not match the network (classifiers present or not)")
         if heads.classifier and clf_loss is None:
@@ -65,7 +65,7 @@ class UniDECObjective(DualEncoderObjective):
         self.bce = BCE() if heads.bce_weight > 0 else None
         if clf_loss is not None:
             self.model["clf_loss"] = clf_loss
-        lam = heads.lam if net.has_classifier else 1.0  # DePSL: the DE head's loss alone
+        lam = heads.de_weight if net.has_classifier else 1.0  # DePSL: the DE head's loss alone
         self.loss_terms = WeightedSum({"de": lam, "clf": 1.0 - lam, "bce": (1.0 - lam) * heads.bce_weight})
 
     @torch.no_grad()
