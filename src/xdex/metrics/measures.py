@@ -94,7 +94,7 @@ def _ratio(numerator: float, best: float) -> float:
 
 
 def _check_ks(ks: Iterable[int], name: str) -> list[int]:
-    values = sorted(set(int(k) for k in ks))
+    values = sorted({int(k) for k in ks})
     if not values or values[0] < 1:
         raise ValueError(f"{name} must be a non-empty list of positive integers, got {list(ks)}")
     return values

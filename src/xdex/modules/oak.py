@@ -347,7 +347,7 @@ class OakNet(DualEncoder):
             pooling = str(config["pooling"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{config_path}: missing or malformed setting ({e})") from None
-        shapes = {name: dims for name in TABLES} | {"augment.bank.table.weight": bank_shape}
+        shapes = dict.fromkeys(TABLES, dims) | {"augment.bank.table.weight": bank_shape}
         for name, shape in shapes.items():
             if name not in tables or tuple(tables[name].shape) != shape:
                 found = tuple(tables[name].shape) if name in tables else "missing"
