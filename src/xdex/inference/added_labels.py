@@ -225,6 +225,7 @@ def read_added(
         raise ValueError(f"{path}: damaged: {e}") from None
     if mode != search:
         return AddedLabels(keys, texts, None)
+    assert vectors is not None  # _read_file reads them unless told not to
     if vectors.dtype != np.float32 or vectors.shape != (len(keys), dim) or not np.isfinite(vectors).all():
         raise ValueError(f"{path}: damaged: expected finite float32 vectors of shape {(len(keys), dim)}, "
                          f"got {vectors.dtype} {vectors.shape}")

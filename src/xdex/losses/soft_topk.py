@@ -55,14 +55,14 @@ class _LogSoftTopK(Function):
     """log SoftTop-k(x)_j = log σ(α (x_j + t_x)), with the backward pass of DEXML Eq. 7."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, k: float, alpha: float, n_iter: int | None) -> Tensor:  # type: ignore[override]
+    def forward(ctx, x: Tensor, k: float, alpha: float, n_iter: int | None) -> Tensor:
         logits = alpha * (x + soft_top_k_threshold(x, k, alpha, n_iter))
         ctx.alpha = alpha
         ctx.save_for_backward(logits)
         return F.logsigmoid(logits)
 
     @staticmethod
-    def backward(ctx, grad_output: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
         # Eq. 7: ∂z_l/∂x_i = σ'_l (1[i=l] − σ'_i / Σ_j σ'_j), with z = σ(α(x + t)), σ'_j = α z_j (1 − z_j).
         # For log z the row's vector-Jacobian product is u − v (Σ_l u_l) / (Σ_j v_j), where
         # u_l = g_l α (1 − z_l) and v = σ'.

@@ -22,6 +22,8 @@ class AuxiliaryVectors(nn.Module):
     it is saved and restored with the state dict.
     """
 
+    assignment: torch.Tensor
+
     def __init__(
         self, assignment: np.ndarray | torch.Tensor, dim: int, sparse: bool = True, num_clusters: int | None = None
     ):

@@ -141,7 +141,11 @@ class Tokenizer:
     @property
     def pad_id(self) -> int:
         """Id used for padded positions (masked out by the attention mask)."""
-        return 0 if self.pad_token is None else self._backend.token_to_id(self.pad_token)
+        if self.pad_token is None:
+            return 0
+        pad = self._backend.token_to_id(self.pad_token)
+        assert pad is not None  # checked in __init__
+        return pad
 
     def fingerprint(self) -> str:
         """SHA-256 of the vocabulary and the whole tokenisation pipeline; stable across runs and machines."""

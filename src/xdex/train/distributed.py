@@ -33,7 +33,7 @@ import pickle
 import warnings
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -158,7 +158,13 @@ def gather_rows(local: Tensor, n: int) -> Tensor:
     return torch.cat([part[: b - a] for part, (a, b) in zip(parts, bounds, strict=True)])
 
 
-def embed_sharded(net: nn.Module, tokens: TokenizedTexts, batch_size: int) -> Tensor:
+class Embedder(Protocol):
+    """A network that embeds texts without a graph (e.g. a dual encoder)."""
+
+    def embed(self, tokens: TokenizedTexts, batch_size: int) -> Tensor: ...
+
+
+def embed_sharded(net: Embedder, tokens: TokenizedTexts, batch_size: int) -> Tensor:
     """``net.embed(tokens, batch_size)`` (no graph, CPU, input order) with each rank embedding only its shard
     of the texts, all-gathered: a refresh pass over all queries or labels costs 1/G of it per rank."""
     if not is_distributed():
@@ -203,7 +209,7 @@ def random_per_rank(net: nn.Module) -> Iterator[None]:
 
 
 # -- reductions ----------------------------------------------------------------------------------------
-def _all_reduce(t: Tensor, op: dist.ReduceOp) -> Tensor:
+def _all_reduce(t: Tensor, op: dist.ReduceOp.RedOpType) -> Tensor:
     out = t.detach()
     if not is_distributed():
         return out
@@ -290,21 +296,23 @@ def average_gradients(module: nn.Module) -> None:
     if not is_distributed():
         return
     g = world_size()
-    params = [p for p in module.parameters() if p.grad is not None]
-    dense: dict[tuple[torch.device, torch.dtype], list[nn.Parameter]] = {}
-    for p in params:
-        if p.grad.is_sparse:
-            p.grad = _sparse_mean(p.grad, g)
+    dense: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+    for p in module.parameters():
+        grad = p.grad
+        if grad is None:
+            continue
+        if grad.is_sparse:
+            p.grad = _sparse_mean(grad, g)
         else:
-            dense.setdefault((p.grad.device, p.grad.dtype), []).append(p)
-    for group in dense.values():
-        flat = torch.cat([p.grad.reshape(-1) for p in group])
+            dense.setdefault((grad.device, grad.dtype), []).append(grad)
+    for grads in dense.values():
+        flat = torch.cat([grad.reshape(-1) for grad in grads])
         dist.all_reduce(flat)
         flat /= g
         offset = 0
-        for p in group:
-            p.grad.copy_(flat[offset : offset + p.grad.numel()].view_as(p.grad))
-            offset += p.grad.numel()
+        for grad in grads:
+            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
 
 
 def _sparse_mean(grad: Tensor, g: int) -> Tensor:
