@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from xdex.cluster.balanced import balanced_kmeans
 from xdex.cluster.spherical import kmeans
 from xdex.index.vectors import as_matrix, normalize_rows
+from xdex.sparse import SparseMatrix
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ CLUSTER_METHODS: tuple[str, ...] = ("balanced", "kmeans", "centroids")
 
 def cluster_labels(
     label_embeddings: np.ndarray,
-    train_labels: sp.spmatrix,
+    train_labels: SparseMatrix,
     num_clusters: int,
     head_threshold: int = 0,
     method: ClusterMethod = "balanced",
@@ -120,10 +121,12 @@ def _label_matrix(train_labels: object, n_labels: int) -> sp.csr_matrix:
     """``train_labels`` as a binary CSR ``[N, L]`` matrix (a stored non-zero is a positive)."""
     if not sp.issparse(train_labels):
         raise ValueError(f"train_labels must be a scipy.sparse matrix [N, L], got {type(train_labels).__name__}")
-    if train_labels.ndim != 2 or train_labels.shape[1] != n_labels:
-        raise ValueError(f"train_labels has shape {train_labels.shape}, expected [N, {n_labels}] "
+    labels = cast(SparseMatrix, train_labels)
+    if labels.ndim != 2 or labels.shape[1] != n_labels:
+        raise ValueError(f"train_labels has shape {labels.shape}, expected [N, {n_labels}] "
                          f"(one column per label embedding)")
-    return sp.csr_matrix(train_labels != 0, dtype=np.float32)
+    # scipy-stubs lack the element-wise != of sparse matrices (a boolean sparse matrix)
+    return sp.csr_matrix(labels != 0, dtype=np.float32)  # type: ignore[comparison-overlap, call-overload]
 
 
 def _head_labels(y: sp.csr_matrix, threshold: int) -> np.ndarray:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from xdex.sparse import SparseMatrix
+
 
 class PopularityBaseline:
     """Ranks labels by their number of training documents, ties by lower label id."""
@@ -15,7 +17,7 @@ class PopularityBaseline:
     def __init__(self) -> None:
         self.label_counts_: np.ndarray | None = None
 
-    def fit(self, train_labels: sp.spmatrix) -> PopularityBaseline:
+    def fit(self, train_labels: SparseMatrix) -> PopularityBaseline:
         y = sp.csr_matrix(train_labels)
         self.label_counts_ = np.bincount(y.indices, minlength=y.shape[1]).astype(np.int64)
         return self

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from xdex.atomic import atomic_path
 from xdex.metrics.measures import hit_mask
 from xdex.metrics.ranking import Ranking, positive_csr
+from xdex.sparse import SparseMatrix
 
 BINNINGS = ("volume", "count")
 
@@ -41,7 +41,7 @@ class DecileReport:
         return float(self.contributions.sum())
 
 
-def label_bins(train_labels: sp.spmatrix, n_bins: int = 10, by: str = "volume") -> np.ndarray:
+def label_bins(train_labels: SparseMatrix, n_bins: int = 10, by: str = "volume") -> np.ndarray:
     """Bin of every label, 0 for the most frequent labels and ``n_bins - 1`` for the rarest."""
     if by not in BINNINGS:
         raise ValueError(f"binning must be one of {', '.join(BINNINGS)}, got {by!r}")
@@ -61,8 +61,8 @@ def label_bins(train_labels: sp.spmatrix, n_bins: int = 10, by: str = "volume") 
 
 def decile_contributions(
     ranking: Ranking,
-    truth: sp.spmatrix,
-    train_labels: sp.spmatrix,
+    truth: SparseMatrix,
+    train_labels: SparseMatrix,
     k: int = 5,
     n_bins: int = 10,
     by: str = "volume",
@@ -89,7 +89,7 @@ def decile_contributions(
     )
 
 
-def _training_counts(train_labels: sp.spmatrix) -> np.ndarray:
+def _training_counts(train_labels: SparseMatrix) -> np.ndarray:
     """Number of training documents of each label."""
     return np.bincount(positive_csr(train_labels).indices, minlength=train_labels.shape[1])
 

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.metrics.ranking import Ranking, contains, positive_csr
+from xdex.sparse import SparseMatrix
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ _P, _NDCG, _R, _PSP, _PSP_BEST, _PSNDCG, _PSNDCG_BEST = range(7)
 
 def compute_metrics(
     ranking: Ranking,
-    truth: sp.spmatrix,
+    truth: SparseMatrix,
     ks: Iterable[int] = (1, 3, 5),
     inv_propensity: np.ndarray | None = None,
     recall_ks: Iterable[int] | None = None,
@@ -80,7 +81,7 @@ def compute_metrics(
     return out
 
 
-def hit_mask(ranking: Ranking, truth: sp.spmatrix, k: int) -> np.ndarray:
+def hit_mask(ranking: Ranking, truth: SparseMatrix, k: int) -> np.ndarray:
     """Boolean ``N x min(k, K)`` array: whether the ``j``-th predicted label of row ``i`` is relevant."""
     y = positive_csr(truth)
     if ranking.n_rows != y.shape[0]:

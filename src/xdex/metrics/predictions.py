@@ -32,6 +32,7 @@ from xdex.atomic import atomic_path
 from xdex.data.errors import DataFormatError, Problem, ProblemLog
 from xdex.jsonfile import parse_json_line
 from xdex.metrics.ranking import Ranking, top_k
+from xdex.sparse import SparseMatrix
 
 FORMATS = (".jsonl", ".jsonl.gz", ".npz", ".txt")
 
@@ -71,7 +72,7 @@ def write_predictions(path: str | Path, ranking: Ranking, n_labels: int) -> None
         write_score_matrix(path, ranking.to_csr(n_labels))
 
 
-def write_score_matrix(path: str | Path, matrix: sp.spmatrix) -> None:
+def write_score_matrix(path: str | Path, matrix: SparseMatrix) -> None:
     """Write a sparse score matrix as ``.npz`` or XC text ``.txt`` (atomically)."""
     fmt = prediction_format(path)
     matrix = sp.csr_matrix(matrix)
@@ -206,7 +207,7 @@ def _cut(text: str, limit: int = 40) -> str:
 
 def _read_npz(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
     try:
-        matrix = sp.load_npz(path).tocsr()
+        matrix = sp.csr_matrix(sp.load_npz(path))
     except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, NotImplementedError, zlib.error,
             zipfile.BadZipFile) as e:
         raise DataFormatError([Problem(str(path), None, f"not a scipy sparse .npz score matrix ({e})")]) from None
@@ -248,7 +249,9 @@ def _read_xc_text(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
         log.add(path, number, f"the header says {_cut(shape[0])} x {_cut(shape[1])} but the test split is "
                 f"{n_rows} x {n_labels}")
     log.raise_if_any()
-    indptr, cols, values = [0], [], []
+    indptr: list[int] = [0]
+    cols: list[int] = []
+    values: list[float] = []
     for number, line in lines:
         if len(indptr) > n_rows:
             if line.strip():

@@ -8,9 +8,9 @@ training documents that have label ``l``.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from xdex.metrics.ranking import positive_csr
+from xdex.sparse import SparseMatrix
 
 PRESETS: dict[str, tuple[float, float]] = {
     "default": (0.55, 1.5),
@@ -20,7 +20,7 @@ PRESETS: dict[str, tuple[float, float]] = {
 """Named (A, B) pairs from Jain et al. (2016)."""
 
 
-def inverse_propensity(train_labels: sp.spmatrix, A: float = 0.55, B: float = 1.5) -> np.ndarray:
+def inverse_propensity(train_labels: SparseMatrix, A: float = 0.55, B: float = 1.5) -> np.ndarray:
     """``q_l = 1 + (ln N - 1)(B + 1)^A (N_l + B)^(-A)`` for every label (float64, length L)."""
     if not B > 0:
         raise ValueError(f"propensity parameter B must be > 0, got {B}")

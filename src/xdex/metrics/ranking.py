@@ -19,6 +19,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from xdex.sparse import SparseMatrix
+
 PAD = -1
 """Label id of a padded (empty) position."""
 
@@ -85,7 +87,7 @@ class Ranking:
         return matrix
 
 
-def top_k(scores: sp.spmatrix | np.ndarray, k: int) -> Ranking:
+def top_k(scores: SparseMatrix | np.ndarray, k: int) -> Ranking:
     """The ``k`` highest-scoring labels of each row of an ``N x L`` score matrix, ties by lower id.
 
     In a sparse matrix the stored entries are the candidates (rows with fewer than ``k`` are
@@ -117,13 +119,13 @@ def top_k(scores: sp.spmatrix | np.ndarray, k: int) -> Ranking:
     return Ranking(order, np.take_along_axis(dense, order, axis=1))
 
 
-def depth_with_filter(k: int, pairs: sp.spmatrix | None) -> int:
+def depth_with_filter(k: int, pairs: SparseMatrix | None) -> int:
     """Predictions to retrieve per row so that ``k`` remain after removing ``pairs``: ``k`` plus the
     most filter pairs of any row."""
     return k + (0 if pairs is None else int(sp.csr_matrix(pairs).getnnz(axis=1).max(initial=0)))
 
 
-def remove_pairs(ranking: Ranking, pairs: sp.spmatrix) -> Ranking:
+def remove_pairs(ranking: Ranking, pairs: SparseMatrix) -> Ranking:
     """Drop the (document, label) pairs stored in ``pairs`` (``N x L``) from the ranking.
 
     The labels below a removed one move up; the freed positions at the end become padding.
@@ -138,7 +140,7 @@ def remove_pairs(ranking: Ranking, pairs: sp.spmatrix) -> Ranking:
     return Ranking(indices, values)
 
 
-def positive_csr(matrix: sp.spmatrix) -> sp.csr_matrix:
+def positive_csr(matrix: SparseMatrix) -> sp.csr_matrix:
     """Canonical CSR copy (summed duplicates, sorted indices) keeping only entries > 0."""
     out = sp.csr_matrix(matrix, copy=True)
     out.sum_duplicates()
