@@ -28,7 +28,8 @@ def load_net(folder: str | Path, load_linker: Callable[[Path], Linker] | None = 
         if load_linker is None:
             raise ValueError(f"{folder}: an OAK network needs its linker; load the model directory instead")
         return OakNet.load(folder, load_linker(Path(folder) / LINKER_DIR))
-    loaders = {"unidec": UniDECNet.load, "fusion": ClassifierFusionNet.load}
+    loaders: dict[str, Callable[[str | Path], UniDECNet | ClassifierFusionNet]] = {
+        "unidec": UniDECNet.load, "fusion": ClassifierFusionNet.load}
     if kind not in loaders:
         raise ValueError(f"{path}: unknown network type {kind!r}; expected one of {', '.join([*loaders, 'oak'])}")
     return loaders[kind](folder)

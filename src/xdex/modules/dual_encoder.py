@@ -20,7 +20,7 @@ class DualEncoder(Network):
     """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
 
     search = "de"  # queries and labels share one space; no other search mode
-    search_modes = ("de",)
+    search_modes: tuple[str, ...] = ("de",)
 
     def __init__(self, encoder: Encoder):
         super().__init__()

@@ -10,7 +10,7 @@ vector v_l = α·w_l + (1 − α)·E(z_l), and a single index serves it. Search 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 
@@ -30,7 +30,9 @@ class ClassifierFusionNet(DualEncoder):
     Queries are embedded as by the :class:`DualEncoder` it extends, N(E(x)); only the label side differs.
     """
 
-    search_modes: tuple[str, ...] = ("fused", "de", "clf")
+    search_modes = ("fused", "de", "clf")
+    label_embeddings: torch.Tensor
+    classifiers: torch.Tensor
 
     def __init__(
         self,
@@ -122,7 +124,8 @@ class ClassifierFusionNet(DualEncoder):
             raise ValueError(f"{weights_path}: missing table(s) {', '.join(missing)}")
         try:
             expected = (int(config["n_labels"]), int(config["dim"]))
-            alpha, search = float(config["alpha"]), str(config["search"])
+            alpha = float(config["alpha"])
+            search = cast(FusionMode, str(config["search"]))  # checked by the search setter
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{config_path}: missing or malformed setting ({e})") from None
         for name in TABLES:

@@ -29,8 +29,12 @@ class Network(nn.Module):
 
     encoder: Encoder
     search: str
-    search_modes: tuple[str, ...]
     model_subfolders: tuple[str, ...] = ()
+
+    @property
+    def search_modes(self) -> tuple[str, ...]:
+        """The search modes this network supports (a subclass sets or computes them)."""
+        raise NotImplementedError
 
     def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         raise NotImplementedError

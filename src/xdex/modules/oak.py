@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -191,7 +191,9 @@ class OakNet(DualEncoder):
 
     model_subfolders = (LINKER_DIR,)  # the linker is a model directory of its own
 
-    search_modes: tuple[str, ...] = OAK_SEARCH_MODES
+    search_modes = OAK_SEARCH_MODES
+    label_embeddings: torch.Tensor
+    classifiers: torch.Tensor
 
     def __init__(
         self,
@@ -253,8 +255,8 @@ class OakNet(DualEncoder):
         return self.augment.enrich(x, ids, batch_size)
 
     def rank(
-        self, texts: Sequence[str], index: Index, k: int, batch_size: int = 512, links: sp.csr_matrix | None = None,
-        added: np.ndarray | None = None,
+        self, texts: Sequence[str], index: Index, k: int, batch_size: int = 512, added: np.ndarray | None = None,
+        *, links: sp.csr_matrix | None = None,
     ) -> Ranking:
         """Top-``k`` labels of each text from ``index`` (built over :meth:`label_vectors`), best first; in mode
         ``"oak"`` the index's candidates are re-scored as in the module docstring. ``added``: the vectors
@@ -332,19 +334,21 @@ class OakNet(DualEncoder):
         })
 
     @classmethod
-    def load(cls, folder: str | Path, linker: Linker) -> OakNet:
-        """Read a network written by :meth:`save`; ``linker`` is the model directory ``folder/linker`` loaded by the
-        inference layer (a network does not load models)."""
+    def load(cls, folder: str | Path, linker: Linker | None = None) -> OakNet:
+        """Read a network written by :meth:`save`; ``linker`` (required) is the model directory ``folder/linker``
+        loaded by the inference layer (a network does not load models)."""
+        if linker is None:
+            raise ValueError(f"{folder}: an OAK network needs its linker; load the model directory instead")
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
         config, tables = read_heads(folder, "oak")
         try:
             dims = (int(config["n_labels"]), int(config["dim"]))
             bank_shape = (int(config["n_aux"]), int(config["dim"]))
-            settings = {"top_k": int(config["top_k"]), "candidates": int(config["candidates"]),
-                        "threshold": None if config["threshold"] is None else float(config["threshold"]),
-                        "search": str(config["search"])}
-            pooling = str(config["pooling"])
+            top_k, candidates = int(config["top_k"]), int(config["candidates"])
+            threshold = None if config["threshold"] is None else float(config["threshold"])
+            search = str(config["search"])
+            pooling = cast(Pooling, str(config["pooling"]))  # checked by Combiner
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{config_path}: missing or malformed setting ({e})") from None
         shapes = dict.fromkeys(TABLES, dims) | {"augment.bank.table.weight": bank_shape}
@@ -357,7 +361,7 @@ class OakNet(DualEncoder):
         try:
             augment.load_state_dict(state)
             return cls(load_encoder(folder / "encoder"), augment, tables["label_embeddings"], tables["classifiers"],
-                       linker, **settings)
+                       linker, top_k=top_k, threshold=threshold, candidates=candidates, search=search)
         except (RuntimeError, ValueError) as e:
             raise ValueError(f"{folder}: the saved OAK network is inconsistent ({e})") from None
 

@@ -13,7 +13,7 @@ with ``"de"``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -133,9 +133,11 @@ class UniDECNet(Network):
             if self.search in ("concat", "de"):
                 parts.append(self.de(self._phi(tokens, batch_size)).cpu())
             if self.search in ("concat", "clf"):
-                if self.classifier is None or len(tokens) != self.classifier.num_embeddings:
-                    raise ValueError(f"{len(tokens)} label texts for {self.classifier.num_embeddings} classifiers")
-                parts.append(F.normalize(self.classifier.weight.detach().float().cpu(), dim=-1))
+                classifier = self.classifier
+                if classifier is None or len(tokens) != classifier.num_embeddings:
+                    n = 0 if classifier is None else classifier.num_embeddings
+                    raise ValueError(f"{len(tokens)} label texts for {n} classifiers")
+                parts.append(F.normalize(classifier.weight.detach().float().cpu(), dim=-1))
             return torch.cat(parts, dim=1)
         return self._heads_eval(compute)
 
@@ -148,7 +150,7 @@ class UniDECNet(Network):
         return self.query_vectors(tokens, batch_size)
 
     def _phi(self, tokens: TokenizedTexts, batch_size: int) -> torch.Tensor:
-        return self.encoder.embed(tokens, batch_size=batch_size).to(self.de_head[0].weight.device)
+        return self.encoder.embed(tokens, batch_size=batch_size).to(next(self.de_head.parameters()).device)
 
     def _heads_eval(self, compute) -> torch.Tensor:
         was_training = self.training
@@ -178,7 +180,7 @@ class UniDECNet(Network):
         config, heads = read_heads(folder, "unidec")
         try:
             net = cls(load_encoder(folder / "encoder"), int(config["dim"]), config.get("n_labels"),
-                      float(config["dropout"]), str(config["search"]))
+                      float(config["dropout"]), cast(SearchMode, str(config["search"])))  # checked by the setter
             missing, unexpected = net.load_state_dict(heads, strict=False)
         except (KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"{folder}: the saved UniDEC heads are inconsistent ({e})") from None
