@@ -59,6 +59,7 @@ class BagOfEmbeddings(Encoder):
     """Weighted mean of token embeddings (see the module docstring for the formula)."""
 
     kind = "bag"
+    idf: torch.Tensor  # a buffer, with weighting "idf"
     special_tokens = False
 
     def __init__(

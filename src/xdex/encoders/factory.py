@@ -98,7 +98,7 @@ def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEm
         idf = idf_weights(tokenizer.tokenize(texts, max_length), rows)
     return BagOfEmbeddings(
         tokenizer,
-        int(settings["dim"] if "dim" in settings else embeddings.shape[1]),
+        int(settings["dim"] if embeddings is None or "dim" in settings else embeddings.shape[1]),
         weighting=weighting,
         idf=idf,
         max_length=max_length,

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +29,9 @@ from xdex.encoders.base import Encoder, read_config
 from xdex.text.collate import padded_inputs
 from xdex.text.tokenizer import Tokenizer
 from xdex.text.tokens import TokenizedTexts
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 POOLINGS = ("mean", "cls")
 
@@ -47,7 +50,7 @@ def _quiet() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _load_model(model_dir: Path) -> torch.nn.Module:
+def _load_model(model_dir: Path) -> PreTrainedModel:
     """The bare model (no task head) of a local Hugging Face folder, in float32; never downloads."""
     try:
         from transformers import AutoModel
@@ -67,6 +70,7 @@ class Transformer(Encoder):
 
     kind = "transformer"
     special_tokens = True
+    model: PreTrainedModel
 
     def __init__(self, model_dir: str | Path, *, pooling: str = "mean", max_length: int = 32, bf16: bool = False):
         super().__init__()
@@ -127,8 +131,7 @@ class Transformer(Encoder):
     def load(cls, folder: str | Path) -> Transformer:
         config = read_config(folder, cls.kind)
         try:
-            settings = {"pooling": str(config["pooling"]), "max_length": int(config["max_length"])}
-            settings["bf16"] = bool(config["bf16"])
+            pooling, max_length, bf16 = str(config["pooling"]), int(config["max_length"]), bool(config["bf16"])
         except KeyError as e:
             raise ValueError(f"{folder}: encoder.json lacks the setting {e}") from None
-        return cls(folder, **settings)
+        return cls(folder, pooling=pooling, max_length=max_length, bf16=bf16)
