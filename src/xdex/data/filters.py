@@ -52,9 +52,9 @@ def read_filter(path: Path, n_rows: int | None, n_labels: int | None, log: Probl
 
 def format_filter(matrix: sp.csr_matrix) -> Iterator[str]:
     """The lines of a filter file for ``matrix``, ordered by row, then label."""
-    coo = sp.csr_matrix(matrix, copy=True)
-    coo.sort_indices()
-    coo = coo.tocoo()
+    csr = sp.csr_matrix(matrix, copy=True)
+    csr.sort_indices()
+    coo = csr.tocoo()
     for row, label in zip(coo.row.tolist(), coo.col.tolist(), strict=True):
         yield f"{row} {label}"
 

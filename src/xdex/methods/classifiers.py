@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -93,7 +94,7 @@ class ClassifierObjective:
     @property
     def classifiers(self) -> nn.Embedding:
         """The classifier table W (row l = w_l)."""
-        return self.model["classifiers"]
+        return cast(nn.Embedding, self.model["classifiers"])
 
     def weights(self) -> torch.Tensor:
         """A float32 CPU copy of W, e.g. for :class:`~xdex.modules.fusion.ClassifierFusionNet`."""

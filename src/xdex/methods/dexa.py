@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.methods.classifiers import choose_fusion, train_classifier_table
@@ -25,6 +24,7 @@ from xdex.methods.schema import AuxConfig, ClassifierConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
+from xdex.modules.unidec import UniDECNet
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import TrainerConfig
 
@@ -40,7 +40,8 @@ def head_threshold(threshold: int, train_labels: sp.csr_matrix, k: int) -> int:
     that the other labels keep at least K/2 clusters (e.g. 560 labels, K = 64, 179 labels with >= 50 points)."""
     if threshold <= 0:
         return threshold
-    counts = np.sort(np.asarray((train_labels != 0).sum(axis=0)).ravel())[::-1]
+    positives = train_labels != 0  # type: ignore[comparison-overlap]  # scipy-stubs lack the sparse !=
+    counts = np.sort(np.asarray(positives.sum(axis=0)).ravel())[::-1]  # type: ignore[attr-defined]  # as above
     if k < 2 or (counts >= threshold).sum() <= k // 2:
         return threshold if k >= 2 else 0
     raised = int(counts[k // 2]) + 1  # only the K/2 most popular labels (and fewer on ties) stay heads
@@ -50,7 +51,7 @@ def head_threshold(threshold: int, train_labels: sp.csr_matrix, k: int) -> int:
 
 
 def build_aux(
-    config: AuxConfig, net: torch.nn.Module, queries: TokenizedTexts, labels: TokenizedTexts,
+    config: AuxConfig, net: DualEncoder | UniDECNet, queries: TokenizedTexts, labels: TokenizedTexts,
     train_labels: sp.csr_matrix, embed_batch_size: int, seed: int,
 ) -> tuple[AuxiliaryVectors, Callable[[np.ndarray], np.ndarray]]:
     """Cluster the labels with the initial network's embeddings and make the (zero) auxiliary vectors.

@@ -44,7 +44,7 @@ BLOCK_ELEMENTS = 1 << 22  # score entries per row block of the loss pass (16 MB 
 
 
 def full_label_loss(
-    loss_fn: PoolLoss,
+    loss_fn: nn.Module,
     q: Tensor,
     z: Tensor,
     positives: sp.csr_matrix,
@@ -57,7 +57,7 @@ def full_label_loss(
     ℓ = Σ_i ℓ_i / ``divisor``, by default the number of rows with a positive, which makes it the engine
     loss (:func:`xdex.losses.base.mean_over_rows_with_positives`); a rank that holds a share of a batch's
     rows passes the batch's count. Computed over blocks of rows without ever building the [B, L] mask or
-    more than one [B, L] float buffer.
+    more than one [B, L] float buffer. ``loss_fn`` must be a :class:`~xdex.losses.base.PoolLoss`.
     """
     if not isinstance(loss_fn, PoolLoss):
         raise ValueError(f"the full label space needs an engine loss with per-row losses, got {type(loss_fn).__name__}")
@@ -94,12 +94,12 @@ class _CachedGradients(Function):
 
     @staticmethod
     def forward(ctx, value: Tensor, replay: Callable[[Tensor], None], grads: list[Tensor], q: Tensor,
-                *params: Tensor) -> Tensor:  # type: ignore[override]
+                *params: Tensor) -> Tensor:
         ctx.replay, ctx.grads = replay, grads
         return value.clone()
 
     @staticmethod
-    def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx, g: Tensor) -> tuple[Tensor | None, ...]:
         replay, grads = ctx.replay, ctx.grads
         ctx.replay = ctx.grads = None  # the cached L x d tensors go now, not when the loss tensor does
         replay(g)

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex.data.dataset import Dataset, Split
+from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.index.retrieval import retrieve
 from xdex.inference.model import MARKER, DualEncoderModel
@@ -137,7 +137,8 @@ def _as_overrides(section: dict, prefix: str = "") -> list[str]:
 def linker_dataset(dataset: Dataset) -> Dataset:
     """The linker's task: training documents → their AKPs (the AKPs are the labels)."""
     train = dataset.train
-    return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, train.aux), dataset.aux_items)
+    links, aux_items = aux_links(dataset)
+    return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, links), aux_items)
 
 
 def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out: Path, resume: bool,
@@ -147,7 +148,7 @@ def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out
     if resume and (out / MARKER).is_file():
         log.info("stage 1: the linker in %s is already trained", out)
         return DualEncoderModel.load(out)
-    log.info("stage 1: training the linker on %d AKP links", dataset.train.aux.nnz)
+    log.info("stage 1: training the linker on %d AKP links", aux_links(dataset)[0].nnz)
     linker = train_recipe(linker_dataset(dataset), linker_recipe(config, parent, load_recipe), out, resume=resume)
     barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
     return linker if linker is not None else DualEncoderModel.load(out)
@@ -161,9 +162,15 @@ def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
     if config.sampling.label_space != "pool" or config.sampling.cache_negatives:
         raise ValueError("the oak recipe trains on label pools with in-pool and shortlist negatives: set "
                          "sampling.label_space=pool and sampling.cache_negatives=0")
+    aux_links(dataset)
+
+
+def aux_links(dataset: Dataset) -> tuple[sp.csr_matrix, Catalogue]:
+    """The training documents' links to auxiliary knowledge pieces and the pieces' catalogue."""
     if dataset.train.aux is None or dataset.aux_items is None:
         raise ValueError(f"{dataset.name}: OAK needs auxiliary knowledge pieces (an aux.jsonl catalogue and "
                          '"aux" links in the training rows); this dataset has none')
+    return dataset.train.aux, dataset.aux_items
 
 
 def train_oak(
@@ -173,8 +180,11 @@ def train_oak(
     """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``
     (under torchrun: rank 0 writes and returns the model, the other ranks return None). The linker is trained
     by ``train_recipe`` on the recipe ``load_recipe`` gives (the recipe module hands in its own)."""
-    oak: OakConfig = config.oak
+    oak = config.oak
+    if oak is None:
+        raise ValueError("the oak recipe needs an oak section")
     check_oak_recipe(dataset, config)
+    aux, aux_items = aux_links(dataset)
     out = Path(out)
     workdir = out / "training"
     check_run_config(workdir / "config.yaml", config, resume)
@@ -185,10 +195,10 @@ def train_oak(
 
     train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
     y_all = dataset.train.labels
-    y_train, links = y_all[train_rows], dataset.train.aux[train_rows]
+    y_train, links = y_all[train_rows], aux[train_rows]
     query_texts = [dataset.train.texts[i] for i in train_rows]
     lab_texts = label_texts(dataset.labels, config.data.label_text)
-    akp_texts = label_texts(dataset.aux_items, config.data.label_text)
+    akp_texts = label_texts(aux_items, config.data.label_text)
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}
     encoder = build_encoder(encoder_cfg, query_texts + lab_texts + akp_texts)
     cache = encoder.token_cache()
@@ -233,7 +243,7 @@ def train_oak(
         return None
     oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
     z = oak_net.label_vectors(labels, embed_batch).numpy()
-    extra = {"n_aux": len(dataset.aux_items), "linker_validation": linker.meta.get("validation")}
+    extra = {"n_aux": len(aux_items), "linker_validation": linker.meta.get("validation")}
     model = write_model(out, oak_net, z, lab_texts, dataset, config, trainer, len(train_rows),
                                len(valid_rows), train_seconds, [workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT],
                                extra)

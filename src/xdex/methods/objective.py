@@ -25,6 +25,7 @@ from xdex.cluster import balanced_kmeans, clusters_to_lists
 from xdex.methods.schema import SamplingConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
+from xdex.modules.unidec import UniDECNet
 from xdex.sampling import Batch, ClusterSchedule, HardNegatives, PoolStats, QueryBatcher, seeded_batch
 from xdex.sampling.batch import positives_mask
 from xdex.sampling.embedding_cache import EmbeddingCache
@@ -35,11 +36,12 @@ log = logging.getLogger(__name__)
 
 
 class DualEncoderObjective:
-    """Trainer objective for a :class:`DualEncoder` and any engine loss."""
+    """Trainer objective for a :class:`DualEncoder` (or a :class:`UniDECNet`, see its objective) and any engine
+    loss."""
 
     def __init__(
         self,
-        net: DualEncoder,
+        net: DualEncoder | UniDECNet,
         loss: nn.Module,
         queries: TokenizedTexts,
         labels: TokenizedTexts,
@@ -163,12 +165,13 @@ class DualEncoderObjective:
             return
         z = embed_sharded(self.net, self.labels, self.cfg.embed_batch_size)
         if recluster:
+            assert self.aux is not None and self.recluster is not None  # self.reclusters says so
             self.aux.reassign(self.recluster(z.numpy()))
             log.info("refresh %d: labels re-clustered into %d clusters", r, self.aux.num_clusters)
         if self.cfg.hard_negatives > 0:
             size = self.cfg.shortlist_size or self.cfg.hard_negatives * self.cfg.refresh_every
-            z = (z if self.aux is None else self.aux.augment_all(z)).numpy()
-            self.negatives = HardNegatives.mine(q, z, self.y, size)
+            vectors = (z if self.aux is None else self.aux.augment_all(z)).numpy()
+            self.negatives = HardNegatives.mine(q, vectors, self.y, size)
             log.info("refresh %d: hard-negative shortlists of %d labels", r, size)
 
 

@@ -16,9 +16,11 @@ import copy
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import scipy.sparse as sp
 import torch
 import yaml
@@ -39,6 +41,7 @@ from xdex.methods.unidec import UniDECObjective
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.modules import DualEncoder, UniDECNet
+from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.distributed import is_main, main_first
 from xdex.train.run_folder import TRAINING, run_folder
@@ -89,8 +92,11 @@ def load_recipe(method: str, path: str | Path | None = None, overrides: list[str
 
 def _switches(lower: dict, upper: dict, section: str, key: str) -> bool:
     """Whether ``upper`` names another ``section.key`` than ``lower`` (e.g. another encoder type)."""
-    new = upper.get(section) if isinstance(upper.get(section), dict) else {}
-    old = lower.get(section) if isinstance(lower.get(section), dict) else {}
+    new, old = upper.get(section), lower.get(section)
+    if not isinstance(new, dict):
+        new = {}
+    if not isinstance(old, dict):
+        old = {}
     return key in new and new[key] != old.get(key)
 
 
@@ -116,6 +122,7 @@ def build_objective(
     seed = config.trainer.seed
     loss = build_loss(**config.loss)
     heads = config.heads
+    net: DualEncoder | UniDECNet
     if config.sampling.label_space == "full":  # DEXML-Full: every step scores all labels (gradient cache)
         if heads is not None or config.aux is not None:
             raise ValueError("sampling.label_space=full trains a plain dual encoder: remove the heads and aux sections")
@@ -123,20 +130,24 @@ def build_objective(
         return net, FullLabelObjective(net, loss, queries, labels, y_train, config.sampling, seed)
     if heads is not None and config.sampling.cache_negatives:
         raise ValueError("sampling.cache_negatives (embedding-cache negatives) needs a plain dual encoder, not heads")
+    unidec: UniDECNet | None = None
     if heads is None:
         net = DualEncoder(encoder)
     else:
         n_labels = y_train.shape[1] if heads.classifier else None
-        net = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
-    aux_options = {}
+        net = unidec = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
+    aux: AuxiliaryVectors | None = None
+    recluster: Callable[[np.ndarray], np.ndarray] | None = None
+    recluster_every = 0
     if config.aux is not None:
         aux, recluster = build_aux(config.aux, net, queries, labels, y_train, config.sampling.embed_batch_size, seed)
-        aux_options = {"aux": aux, "recluster": recluster, "recluster_every": config.aux.recluster_every}
-    if heads is None:
-        return net, DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed, **aux_options)
+        recluster_every = config.aux.recluster_every
+    if heads is None or unidec is None:  # a plain dual encoder
+        return net, DualEncoderObjective(net, loss, queries, labels, y_train, config.sampling, seed, aux=aux,
+                                         recluster=recluster, recluster_every=recluster_every)
     clf_loss = build_loss(**(heads.classifier_loss or config.loss)) if heads.classifier else None
-    objective = UniDECObjective(net, loss, queries, labels, y_train, config.sampling, heads, clf_loss, seed=seed,
-                                **aux_options)
+    objective = UniDECObjective(unidec, loss, queries, labels, y_train, config.sampling, heads, clf_loss, seed=seed,
+                                aux=aux, recluster=recluster, recluster_every=recluster_every)
     objective.init_classifiers()
     return net, objective
 
@@ -204,6 +215,7 @@ def _train_recipe(dataset: Dataset, config: RecipeConfig, out: Path, resume: boo
     trainer = Trainer(objective, trainer_settings(config), workdir, evaluate=evaluate)
     trainer.fit(resume=resume)
     if config.classifiers is not None:
+        assert isinstance(net, DualEncoder)  # checked first: classifiers need a plain dual encoder
         validation = (valid_tokens, y_valid, pairs) if len(valid_rows) else None
         net = train_classifiers(net, objective.aux, queries, labels, y_train, config.classifiers, config.trainer,
                                 workdir / CLASSIFIERS, config.sampling.embed_batch_size, validation, resume)

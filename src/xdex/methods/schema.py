@@ -8,7 +8,7 @@ that use a section import its class from here. Defaults equal ``configs/base.yam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from xdex.encoders.factory import BAG_DEFAULTS
 from xdex.train.trainer import TrainerConfig
@@ -25,7 +25,7 @@ def renamed_settings(recipe: dict) -> list[tuple[str, str]]:
     """The (old, new) dotted names of renamed settings that ``recipe`` (a recipe as a mapping) still uses."""
     found = []
     for (section, old), new in RENAMED.items():
-        node = recipe
+        node: Any = recipe
         for part in section.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict) and old in node:
@@ -39,7 +39,7 @@ def upgrade_names(recipe: dict) -> dict:
 
     out = copy.deepcopy(recipe)
     for (section, old), new in RENAMED.items():
-        node = out
+        node: Any = out
         for part in section.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict) and old in node and new not in node:

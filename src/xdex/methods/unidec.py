@@ -17,6 +17,7 @@ from Φ_D, refreshed every τ epochs (:class:`DualEncoderObjective`).
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -71,13 +72,14 @@ class UniDECObjective(DualEncoderObjective):
     @torch.no_grad()
     def init_classifiers(self) -> None:
         """Ψ_l ← Φ_C(z_l) (eval mode): every classifier starts where its label text points."""
-        net: UniDECNet = self.net
+        net = cast(UniDECNet, self.net)  # the network given to __init__
         if not net.has_classifier or self.heads.classifier_init != "labels":
             return
         phi = net.encoder.embed(self.labels, batch_size=self.cfg.embed_batch_size)
         was_training = net.training
         net.eval()
         try:
+            assert net.classifier is not None  # net.has_classifier
             weight = net.classifier.weight
             weight.copy_(net.clf(phi.to(weight.device)).to(weight.dtype))
         finally:
@@ -86,7 +88,7 @@ class UniDECObjective(DualEncoderObjective):
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
         self.pool_stats.add(batch)
-        net: UniDECNet = self.net
+        net = cast(UniDECNet, self.net)  # the network given to __init__
         phi_q = encode_sharded(net.encoder, self.queries, batch.query_ids)
         phi_z = encode_sharded(net.encoder, self.labels, batch.label_ids)
         de_scores = net.de(phi_q) @ self.label_side(batch.label_ids, net.de(phi_z)).T
@@ -99,6 +101,7 @@ class UniDECObjective(DualEncoderObjective):
             pool, mask = self.classifier_pool(item, batch.query_ids, batch.label_ids)
         clf_scores = net.clf(phi_q) @ net.classifiers(torch.from_numpy(pool).to(device)).T
         clf_mask = torch.from_numpy(mask).to(device)
+        assert self.clf_loss is not None  # __init__ requires one when the network has classifiers
         terms = {"de": loss_de, "clf": self.clf_loss(clf_scores, clf_mask)}
         if self.bce is not None:
             terms["bce"] = self.bce(clf_scores, clf_mask)

@@ -41,7 +41,7 @@ class EmbeddingCache:
 
     def hardest(
         self,
-        loss_fn: PoolLoss,
+        loss_fn: torch.nn.Module,
         queries: Tensor,
         positives: sp.csr_matrix,
         exclude: np.ndarray,
@@ -50,7 +50,8 @@ class EmbeddingCache:
     ) -> np.ndarray:
         """Steps 2-3: for each query (row of ``queries``, its positives the row of ``positives`` [B, L]) the ``n``
         labels of largest |∂ℓ/∂s| against the cache, largest first, never a positive nor one of ``exclude``
-        (the pool). ``[B, n]`` label ids, ``-1`` where fewer labels are left."""
+        (the pool). ``[B, n]`` label ids, ``-1`` where fewer labels are left. ``loss_fn`` must be a
+        :class:`~xdex.losses.base.PoolLoss` (``ValueError`` otherwise)."""
         if not isinstance(loss_fn, PoolLoss):
             raise ValueError(f"cache negatives need an engine loss with per-row losses, got {type(loss_fn).__name__}")
         if n < 1:

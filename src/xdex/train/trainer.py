@@ -47,7 +47,9 @@ METRICS_LOG = "metrics.jsonl"
 class Objective(Protocol):
     """What a recipe plugs into the trainer."""
 
-    model: nn.Module
+    @property
+    def model(self) -> nn.Module:
+        """Everything the optimisers train."""
 
     def steps_per_epoch(self) -> int:
         """Number of batches in an epoch (fixes the learning-rate schedule)."""
