@@ -35,9 +35,10 @@ import stat
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Request
@@ -90,6 +91,20 @@ class Limits:
 def _check_id(value: str) -> str:
     check_new_key(value)
     return value
+
+
+class _PredictBody(Protocol):
+    """What a validated ``POST /predict`` body holds (its model is built from the limits)."""
+
+    texts: list[str]
+    k: int
+
+
+class _AddLabelsBody(Protocol):
+    """What a validated ``POST /labels`` body holds (its model is built from the limits)."""
+
+    texts: list[str]
+    ids: list[str] | None
 
 
 def _request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
@@ -180,7 +195,7 @@ def _safe(value: object, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def validation_errors(errors: list[dict]) -> list[dict]:
+def validation_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The errors of a 422 answer: where and what, never the input (it may be huge, or not even JSON-able)."""
     out = [{"loc": [part if isinstance(part, int) else _safe(part, 64) for part in error.get("loc", ())],
             "msg": _safe(error.get("msg", "")), "type": _safe(error.get("type", ""), 64)}
@@ -317,20 +332,22 @@ def create_app(
         return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
     @app.post("/predict", response_model=PredictResponse)
-    def predict(request: PredictRequest) -> PredictResponse:
+    def predict(request: PredictRequest) -> PredictResponse:  # type: ignore[valid-type]  # built from the limits
         start = time.perf_counter()
-        ranked = predictor.predict(request.texts, request.k)
+        body = cast(_PredictBody, request)
+        ranked = predictor.predict(body.texts, body.k)
         out = [[ScoredLabelOut(id=label.key, text=label.text, score=label.score) for label in labels]
                for labels in ranked]
         stats.observe(time.perf_counter() - start)
         return PredictResponse(predictions=out)
 
     @app.post("/labels", response_model=AddLabelsResponse, status_code=201)
-    def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:
+    def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:  # type: ignore[valid-type]  # as above
         if read_only:
             raise HTTPException(status_code=403, detail="this server is read-only (--read-only): it adds no labels")
         try:
-            ids = predictor.add_labels(request.texts, request.ids)
+            body = cast(_AddLabelsBody, request)
+            ids = predictor.add_labels(body.texts, body.ids)
         except ReadOnlyError as e:
             raise HTTPException(status_code=403, detail=str(e)) from None
         except KeyConflict as e:
@@ -412,7 +429,9 @@ def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Lim
 
     limits = limits or Limits()
     config = uvicorn.Config(app, host=host, port=port, http=_h11_protocol(limits.timeout_read),
-                            timeout_keep_alive=limits.timeout_keep_alive, limit_concurrency=limits.limit_concurrency,
+                            # uvicorn annotates an int but waits a float (loop.call_later): fractions work
+                            timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]
+                            limit_concurrency=limits.limit_concurrency,
                             log_level=log_level)
     return uvicorn.Server(config)
 

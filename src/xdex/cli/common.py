@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -14,7 +15,7 @@ log = logging.getLogger("xdex.cli")
 USAGE_ERROR = 2  # exit code of a command line that does not parse (click's convention)
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``message`` to stderr and exit with ``code``."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)

@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
             cfg = load_recipe(method)
             with tempfile.TemporaryDirectory(prefix="xdex-demo-") as tmp:
                 model = train_recipe(dataset, cfg, out if out is not None else Path(tmp) / "model")
+                assert model is not None  # the demo trains in one process, which writes the model
                 ranking = model.predict(test.texts, depth)
             rows[method] = evaluate_predictions(ranking, dataset, recall_ks=(5, 10))
             typer.echo(f"trained {method} in {model.meta['train_seconds']:.0f} s")

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import scipy.sparse as sp
 import typer
@@ -79,6 +80,7 @@ def evaluate(
     if pred is not None:
         ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
     else:
+        assert model_dir is not None  # exactly one of the two, checked above
         ranking = _predict_with_model(model_dir, dataset, depth, search)
         dataset = _with_unused_labels(dataset, int(ranking.indices.max(initial=-1)) + 1)
     metrics = evaluate_predictions(ranking, dataset, ks, model, recall_ks)
@@ -109,15 +111,17 @@ def _with_unused_labels(dataset: Dataset, n_labels: int) -> Dataset:
     if extra <= 0:
         return dataset
 
-    def widen(m: sp.csr_matrix | None) -> sp.csr_matrix | None:
-        return None if m is None else sp.hstack([m, sp.csr_matrix((m.shape[0], extra), dtype=m.dtype)], format="csr")
+    def widen(m: sp.csr_matrix) -> sp.csr_matrix:
+        return sp.hstack([m, sp.csr_matrix((m.shape[0], extra), dtype=m.dtype)], format="csr")
 
     labels = dataset.labels
     descs = None if labels.descs is None else [*labels.descs, *[""] * extra]
     catalogue = Catalogue([*labels.ids, *(f"(added {j})" for j in range(dataset.n_labels, n_labels))],
                           [*labels.texts, *[""] * extra], descs)
-    splits = {name: dataclasses.replace(split, labels=widen(split.labels), filter=widen(split.filter))
-              for name, split in dataset.splits().items()}
+    splits: dict[str, Any] = {
+        name: dataclasses.replace(split, labels=widen(split.labels),
+                                  filter=None if split.filter is None else widen(split.filter))
+        for name, split in dataset.splits().items()}
     return dataclasses.replace(dataset, labels=catalogue, **splits)
 
 
