@@ -135,6 +135,7 @@ class DualEncoderModel:
         """Write the labels added after training to ``folder/added_labels.npz`` (atomically; removed when there
         are none). The trained files are not touched."""
         n = self.n_trained
+        assert self.added_vectors is not None  # __post_init__ makes it an empty array when there are none
         write_added(folder, self.label_ids[n:], self.label_texts[n:], self.added_vectors, self.search, n,
                     fingerprint(self.meta, self.config, self.label_ids[:n]))
 

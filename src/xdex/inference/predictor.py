@@ -31,6 +31,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -38,9 +39,10 @@ from xdex.inference.added_labels import ADDED_LABELS, check_new_labels, check_te
 from xdex.inference.model import DualEncoderModel
 from xdex.metrics.ranking import Ranking
 
+fcntl: ModuleType | None
 try:
     import fcntl
-except ImportError:  # Windows
+except ImportError:  # Windows: no advisory locks (docs/serving.md)
     fcntl = None
 
 logger = logging.getLogger(__name__)
