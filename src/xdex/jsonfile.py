@@ -4,6 +4,7 @@ atomically, and single JSON lines (:func:`parse_json_line`), which every JSON-li
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,16 @@ def lone_surrogate(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", sub) for i, sub in reversed(list(enumerate(item))))
     return None
+
+
+FLOAT_MAX = int(sys.float_info.max)  # JSON integers beyond this cannot become a float (a score, a relevance)
+
+
+def beyond_float(value: object) -> bool:
+    """Whether ``value`` is an integer too large in magnitude for a float."""
+    return isinstance(value, int) and not -FLOAT_MAX <= value <= FLOAT_MAX
+
+
+def cut(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters, for a message (a line of a file may hold megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

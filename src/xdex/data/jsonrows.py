@@ -7,7 +7,6 @@ reported at its file and line, and the row still counts, so that the rows after 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from xdex.data.errors import ProblemLog
 from xdex.data.textfile import read_lines
-from xdex.jsonfile import parse_json_line
+from xdex.jsonfile import beyond_float, cut, parse_json_line
 
 
 def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:
@@ -42,8 +41,6 @@ def read_json_rows(path: Path, log: ProblemLog) -> Iterator[dict | None]:
         yield value
 
 
-_FLOAT_MAX = int(sys.float_info.max)
-
 
 def _shown(value: Any, limit: int = 40) -> str:
     """``value`` as JSON for a message, cut to ``limit`` characters: a line may hold megabytes."""
@@ -51,7 +48,7 @@ def _shown(value: Any, limit: int = 40) -> str:
         text = json.dumps(value)
     except (RecursionError, ValueError):  # nested too deeply; an integer too long to print
         return _kind(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(text, limit)
 
 
 def _kind(value: Any) -> str:
@@ -150,7 +147,7 @@ class Fields:
         if len(value) != length:
             self.log.add(self.path, self.line, f'"{name}" has {len(value)} entries for {length} ids')
             return None
-        if any(isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX for v in value):
+        if any(beyond_float(v) for v in value):
             self.log.add(self.path, self.line, f'"{name}" holds a number beyond the range of a float')
             return None
         return [float(v) for v in value]

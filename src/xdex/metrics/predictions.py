@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import sys
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ import scipy.sparse as sp
 
 from xdex.atomic import atomic_path
 from xdex.data.errors import DataFormatError, Problem, ProblemLog
-from xdex.jsonfile import parse_json_line
+from xdex.jsonfile import beyond_float, cut, parse_json_line
 from xdex.metrics.ranking import Ranking, top_k
 from xdex.sparse import SparseMatrix
 
@@ -182,27 +181,20 @@ def _record_problem(record: object, n_rows: int, n_labels: int) -> str | None:
     for position, score in enumerate(scores):
         if isinstance(score, bool) or not isinstance(score, (int, float)):
             return f"score {_shown(score)} at position {position} is not a number"
-        if isinstance(score, int) and not -_FLOAT_MAX <= score <= _FLOAT_MAX:
+        if beyond_float(score):
             return f"score {_shown(score)} at position {position} is beyond the range of a float"
         if math.isnan(score):
             return f"score nan at position {position} is not a number"
     return None
 
 
-_FLOAT_MAX = int(sys.float_info.max)
-
 
 def _shown(value: object) -> str:
     """``repr(value)`` for a message, cut short: a line may hold megabytes."""
     try:
-        return _cut(repr(value))
+        return cut(repr(value))
     except (RecursionError, ValueError):  # nested too deeply for repr; an int too long for str
         return f"<{type(value).__name__}>"
-
-
-def _cut(text: str, limit: int = 40) -> str:
-    """``text``, cut to ``limit`` characters for a message."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_npz(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
@@ -246,7 +238,7 @@ def _read_xc_text(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
     elif len(shape) != 2 or not all(_is_count(part) for part in shape):
         log.add(path, number, f"expected a 'rows cols' header, found {_shown(header.strip())}")
     elif (_count(shape[0]), _count(shape[1])) != (n_rows, n_labels):
-        log.add(path, number, f"the header says {_cut(shape[0])} x {_cut(shape[1])} but the test split is "
+        log.add(path, number, f"the header says {cut(shape[0])} x {cut(shape[1])} but the test split is "
                 f"{n_rows} x {n_labels}")
     log.raise_if_any()
     indptr: list[int] = [0]
@@ -292,7 +284,7 @@ def _parse_xc_line(line: str, n_labels: int, cols: list[int], values: list[float
         if not sep or not _is_count(label) or math.isnan(value):
             return f"token {_shown(token)} is not label:score"
         if not 0 <= _count(label) < n_labels:
-            return f"label id {_cut(label)} is out of range (0..{n_labels - 1})"
+            return f"label id {cut(label)} is out of range (0..{n_labels - 1})"
         row_cols.append(int(label))
         row_values.append(value)
     if len(set(row_cols)) != len(row_cols):
