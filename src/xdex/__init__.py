@@ -9,7 +9,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_EXPORTS = {"Model": "xdex.model", "Predictions": "xdex.model", "Predictor": "xdex.inference.predictor",
+_EXPORTS = {"Model": "xdex.model", "Predictions": "xdex.inference.predictor", "Predictor": "xdex.inference.predictor",
             "ScoredLabel": "xdex.inference.predictor"}
 _SUBPACKAGES = ("data", "metrics")
 

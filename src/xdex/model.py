@@ -17,37 +17,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xdex.data import Dataset
 from xdex.data import load as load_dataset
 from xdex.inference.model import DualEncoderModel
-from xdex.inference.predictor import ScoredLabel
+from xdex.inference.predictor import Predictions
 from xdex.methods.recipe import load_recipe
 from xdex.methods.recipe import train as train_recipe
-from xdex.metrics.ranking import PAD, Ranking
-
-
-@dataclass
-class Predictions(Ranking):
-    """A ranking (label rows and scores, best first, as arrays: what the metrics take) that also names its
-    labels: ``labels[i]`` is text ``i``'s list of :class:`~xdex.ScoredLabel` (row, key, text, score)."""
-
-    label_ids: Sequence[str] = field(default=(), repr=False, compare=False)
-    label_texts: Sequence[str] = field(default=(), repr=False, compare=False)
-
-    @classmethod
-    def of(cls, ranking: Ranking, label_ids: Sequence[str], label_texts: Sequence[str]) -> Predictions:
-        """``ranking`` (already checked) with the catalogue that names its rows."""
-        return cls(ranking.indices, ranking.scores, label_ids, label_texts)
-
-    @property
-    def labels(self) -> list[list[ScoredLabel]]:
-        return [[ScoredLabel(int(j), self.label_ids[j], self.label_texts[j], float(s))
-                 for j, s in zip(row, scores, strict=True) if j != PAD]
-                for row, scores in zip(self.indices, self.scores, strict=True)]
 
 
 class Model(DualEncoderModel):

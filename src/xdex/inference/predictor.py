@@ -37,7 +37,7 @@ import numpy as np
 
 from xdex.inference.added_labels import ADDED_LABELS, check_new_labels, check_texts, read_added_labels
 from xdex.inference.model import DualEncoderModel
-from xdex.metrics.ranking import Ranking
+from xdex.metrics.ranking import PAD, Ranking
 
 fcntl: ModuleType | None
 try:
@@ -104,6 +104,26 @@ class ScoredLabel:
     score: float
 
 
+@dataclass
+class Predictions(Ranking):
+    """A ranking (label rows and scores, best first, as arrays: what the metrics take) that also names its
+    labels: ``labels[i]`` is text ``i``'s list of :class:`~xdex.ScoredLabel` (row, key, text, score)."""
+
+    label_ids: Sequence[str] = field(default=(), repr=False, compare=False)
+    label_texts: Sequence[str] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def of(cls, ranking: Ranking, label_ids: Sequence[str], label_texts: Sequence[str]) -> Predictions:
+        """``ranking`` (already checked) with the catalogue that names its rows."""
+        return cls(ranking.indices, ranking.scores, label_ids, label_texts)
+
+    @property
+    def labels(self) -> list[list[ScoredLabel]]:
+        return [[ScoredLabel(int(j), self.label_ids[j], self.label_texts[j], float(s))
+                 for j, s in zip(row, scores, strict=True) if j != PAD]
+                for row, scores in zip(self.indices, self.scores, strict=True)]
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     """A model and the row of each label key; never changed once published."""
@@ -149,11 +169,7 @@ class Predictor:
         """For each text, its ``k`` best labels, best first."""
         model = self.model
         ranking = self._rank(model, texts, k)
-        keys, label_texts = model.label_ids, model.label_texts
-        return [
-            [ScoredLabel(int(j), keys[j], label_texts[j], float(s)) for j, s in zip(row, scores, strict=True) if j >= 0]
-            for row, scores in zip(ranking.indices, ranking.scores, strict=True)
-        ]
+        return Predictions.of(ranking, model.label_ids, model.label_texts).labels
 
     def label(self, key: str) -> tuple[int, str]:
         """Row and text of the label with ``key``; ``KeyError`` when there is none."""
