@@ -7,6 +7,7 @@ that use a section import its class from here. Defaults equal ``configs/base.yam
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,28 +24,26 @@ RENAMED = {  # settings renamed since xdex 0.1.0 (section, old) -> new; saved re
 
 def renamed_settings(recipe: dict) -> list[tuple[str, str]]:
     """The (old, new) dotted names of renamed settings that ``recipe`` (a recipe as a mapping) still uses."""
-    found = []
-    for (section, old), new in RENAMED.items():
-        node: Any = recipe
-        for part in section.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and old in node:
-            found.append((f"{section}.{old}", f"{section}.{new}"))
-    return found
+    return [(f"{section}.{old}", f"{section}.{new}") for (section, old), new in RENAMED.items()
+            if old in _section(recipe, section)]
 
 
 def upgrade_names(recipe: dict) -> dict:
     """A copy of ``recipe`` with renamed settings under their new names (a recipe written by an older xdex)."""
-    import copy
-
     out = copy.deepcopy(recipe)
     for (section, old), new in RENAMED.items():
-        node: Any = out
-        for part in section.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and old in node and new not in node:
+        node = _section(out, section)
+        if old in node and new not in node:
             node[new] = node.pop(old)
     return out
+
+
+def _section(recipe: dict, dotted: str) -> dict:
+    """The mapping at ``dotted`` (e.g. ``heads.classifier_loss``) in ``recipe``; an empty one when there is none."""
+    node: Any = recipe
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
 
 
 @dataclass
