@@ -4,28 +4,16 @@ the predictions of `xdex.Predictor` and `xdex predict` are those `xdex evaluate`
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
+from cli_runner import xdex_cli
 
 import xdex.data
-from xdex.cli import main
 from xdex.cli.evaluate import _predict_with_model
 from xdex.cli.predict import LISTED, count_lines
 from xdex.inference import DualEncoderModel, Predictor
 
-
-def xdex_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    """Run ``xdex ARGS`` as the console script does: exit code, stdout, stderr."""
-    monkeypatch.setattr(sys, "argv", ["xdex", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 def stopped_at_the_second_batch(monkeypatch, capsys, *args) -> int:
     """The exit code of `xdex ARGS` interrupted (Ctrl-C) when the model predicts its second batch."""

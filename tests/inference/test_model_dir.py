@@ -165,7 +165,7 @@ def test_corrupted_model_files_give_a_clear_error(trained, fuzz_root, name, how,
 
 
 def test_predict_with_a_damaged_model_is_one_line_of_error(copy_model, tmp_path, monkeypatch, capsys):
-    from test_cli_predict import xdex_cli
+    from cli_runner import xdex_cli
 
     folder = copy_model("ngame")
     config = yaml.safe_load((folder / "config.yaml").read_text())

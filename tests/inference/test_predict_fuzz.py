@@ -7,7 +7,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cli_predict import xdex_cli
+from cli_runner import xdex_cli
 
 from xdex.cli.predict import count_lines
 

@@ -3,12 +3,10 @@ what it changes, and `xdex train --print-config` prints the full resolved recipe
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import yaml
+from cli_runner import xdex_cli
 
-from xdex.cli import main
 from xdex.config import from_dict, to_dict
 from xdex.encoders.factory import BAG_DEFAULTS
 from xdex.methods.recipe import FRESH_SECTIONS, METHODS, RecipeConfig, load_recipe, recipe_path
@@ -48,10 +46,10 @@ def test_a_method_that_names_another_loss_does_not_inherit_the_defaults_loss_set
 
 @pytest.mark.parametrize("method", METHODS)
 def test_print_config_prints_the_resolved_recipe_which_reads_back_as_a_config(method, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(sys, "argv", ["xdex", "train", "--method", method, "--print-config", "--set",
-                                      "trainer.epochs=3"])
-    main()  # returns: exit code 0
-    printed = yaml.safe_load(capsys.readouterr().out)
+    code, stdout, _ = xdex_cli(monkeypatch, capsys, "train", "--method", method, "--print-config", "--set",
+                               "trainer.epochs=3")
+    assert code == 0
+    printed = yaml.safe_load(stdout)
     expected = to_dict(load_recipe(method, overrides=["trainer.epochs=3"]))
     assert printed == expected and printed["trainer"]["epochs"] == 3
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(printed))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import pytest
+from cli_runner import xdex_cli
 
 import xdex.data
-from xdex.cli import main
 from xdex.data.synthetic import memorisation_task
 from xdex.methods.recipe import load_recipe, train
 from xdex.train.run_folder import RunFolderError, refusal, remove_stale_temporaries
@@ -29,15 +28,9 @@ def xdex_train(monkeypatch, capsys):
     """Run `xdex train --method dexml` as the command line does; its exit code and what it printed."""
 
     def run(data, out, *extra):
-        monkeypatch.setattr(sys, "argv", ["xdex", "train", "--method", "dexml", "--data", str(data), "--out",
-                                          str(out), *QUICK, *extra])
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code
-        captured = capsys.readouterr()
-        return SimpleNamespace(exit_code=code, output=captured.out + captured.err)
+        code, stdout, stderr = xdex_cli(monkeypatch, capsys, "train", "--method", "dexml", "--data", data, "--out",
+                                        out, *QUICK, *extra)
+        return SimpleNamespace(exit_code=code, output=stdout + stderr)
 
     return run
 
