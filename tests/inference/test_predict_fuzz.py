@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from cli_runner import xdex_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from cli_runner import xdex_cli
 
 from xdex.cli.predict import count_lines
 
