@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import logging
 import shutil
@@ -37,6 +36,7 @@ import yaml
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.config import ConfigError, from_dict, read_yaml
 from xdex.index import ExactIndex, Index, load_index
+from xdex.index.storage import file_digest
 from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
 from xdex.jsonfile import parse_json_line, read_json, write_json
 from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no training code
@@ -51,7 +51,6 @@ CONFIG = "config.yaml"
 FILES = "files"  # meta.json's record of the files written: relative path -> {"bytes", "sha256"}
 ENCODER_DIR, INDEX_DIR = "encoder", "index"
 TOP_FILES = (CONFIG, "labels.jsonl", "label_embeddings.npy", "heads.json", "heads.safetensors")
-HASH_BLOCK = 1 << 20
 
 
 @dataclass
@@ -253,11 +252,7 @@ def _read_labels(path: Path) -> tuple[list[str], list[str]]:
 
 def file_record(path: Path) -> dict:
     """The size and SHA-256 of a file, as ``meta.json`` lists them."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(HASH_BLOCK), b""):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    return {"bytes": path.stat().st_size, "sha256": file_digest(path)}
 
 
 def _written_files(folder: Path, model_subfolders: Sequence[str]) -> dict[str, dict]:
