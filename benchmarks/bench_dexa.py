@@ -70,7 +70,7 @@ def aux_setting(dataset: Dataset, config: RecipeConfig) -> dict:
     K' · d · 4. Head labels are counted as Module I counts them: on the training rows left after the
     validation hold-out. ``head`` >= K means the run cannot start (no cluster left for the other labels)."""
     from xdex.methods.dexa import num_clusters
-    from xdex.methods.recipe import split_validation
+    from xdex.methods.run import split_validation
 
     aux = config.aux
     budget = num_clusters(aux, len(dataset.labels))
@@ -185,7 +185,8 @@ def predict_seconds(folder: Path, texts: list[str], k: int) -> float:
 def overheads(dataset: Dataset, ratios: list[float]) -> list[dict]:
     """NGAME and DEXA (HLP off) at the smallest and the largest K of ``ratios``, trained here: Module I
     seconds, model directory bytes and prediction seconds on the test texts."""
-    from xdex.methods.recipe import load_recipe, train
+    from xdex.methods.recipe import load_recipe
+    from xdex.methods.pipeline import train
     from xdex.metrics import depth_with_filter
 
     settings: dict[int, dict] = {}

@@ -32,7 +32,9 @@ from benchmarks.harness import (DOCS, command_line, data_root, load_average, mac
                                 speedup)
 from xdex.data import load
 from xdex.encoders.factory import build_encoder
-from xdex.methods.recipe import build_objective, load_recipe, split_validation
+from xdex.methods.recipe import load_recipe
+from xdex.methods.run import split_validation
+from xdex.methods.pipeline import build_objective
 from xdex.train import Trainer
 from xdex.train import distributed as dist
 

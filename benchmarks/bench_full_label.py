@@ -42,7 +42,8 @@ from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_lin
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.methods.full_label import FullLabelObjective
-from xdex.methods.recipe import build_objective, load_recipe, train
+from xdex.methods.recipe import load_recipe
+from xdex.methods.pipeline import build_objective, train
 from xdex.text.cache import CACHE_ENV
 
 log = logging.getLogger("bench_full_label")

@@ -52,7 +52,8 @@ BATCH = 256
 
 
 def train_model(method: str, dataset: Dataset, overrides: list[str], workdir: Path) -> tuple[DualEncoderModel, float]:
-    from xdex.methods.recipe import load_recipe, train
+    from xdex.methods.recipe import load_recipe
+    from xdex.methods.pipeline import train
 
     if method != "oak":  # an oak section would make any recipe an OAK run
         overrides = [o for o in overrides if not o.startswith("oak.")]

@@ -111,7 +111,8 @@ def xdex_recipe(method: str, overrides: list[str]) -> Fit:
     seconds), with the model's other search modes as ``METHOD-MODE`` (e.g. ``unidec-de``)."""
 
     def run(dataset: Dataset, k: int, workdir: Path) -> tuple[dict[str, Ranking], float]:
-        from xdex.methods.recipe import load_recipe, train
+        from xdex.methods.recipe import load_recipe
+        from xdex.methods.pipeline import train
 
         config = load_recipe(method, overrides=overrides)
         config.trainer.progress = False

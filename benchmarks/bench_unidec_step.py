@@ -40,7 +40,8 @@ from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_lin
                                 peak_rss_mb, publish, repeat, run_isolated, step_trainer, synchronised_step,
                                 write_result)
 from xdex.encoders.factory import build_encoder
-from xdex.methods.recipe import build_objective, load_recipe
+from xdex.methods.recipe import load_recipe
+from xdex.methods.pipeline import build_objective
 
 log = logging.getLogger("bench_unidec_step")
 

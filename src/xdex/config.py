@@ -26,7 +26,9 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the config's fields."""
 
 
-def _convert(value: Any, tp: Any, where: str) -> Any:
+def convert(value: Any, tp: Any, where: str) -> Any:
+    """``value`` (read from YAML) as type ``tp``: dataclasses built field by field, the rest checked; errors name
+    ``where`` (the dotted key)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -37,7 +39,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _convert(value, arg, where)
+                return convert(value, arg, where)
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{where}: invalid value {value!r}")
@@ -49,7 +51,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         inner = args[0] if args else Any
-        items = [_convert(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [convert(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
@@ -82,12 +84,14 @@ def from_dict(cls: type[T], data: dict, where: str = "") -> T:
         raise ConfigError(
             f"unknown config key(s) {', '.join(prefix + k for k in unknown)}; valid keys: {', '.join(sorted(names))}"
         )
-    kwargs = {k: _convert(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    kwargs = {k: convert(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
     return cls(**kwargs)
 
 
 def to_dict(config: Any) -> dict:
-    return dataclasses.asdict(config)
+    """A config as a YAML mapping (a class with a ``to_dict`` method of its own writes itself)."""
+    own = getattr(config, "to_dict", None)
+    return own() if own is not None else dataclasses.asdict(config)
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -109,12 +113,14 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict | None = None) -> T:
-    """``base`` (defaults of a recipe), then the YAML file at ``path``, then ``overrides``."""
+    """``base`` (defaults of a recipe), then the YAML file at ``path``, then ``overrides``; a class with a
+    ``from_dict`` classmethod of its own (a recipe and its method sections) builds itself."""
     data: dict = dict(base or {})
     if path is not None:
         data = _merge(data, read_yaml(path))
     data = apply_overrides(data, overrides or [])
-    return from_dict(cls, data)
+    own = getattr(cls, "from_dict", None)
+    return own(data) if own is not None else from_dict(cls, data)
 
 
 def read_yaml(path: str | Path) -> dict:

@@ -24,8 +24,8 @@ from xdex.data import Dataset
 from xdex.data import load as load_dataset
 from xdex.inference.model import DualEncoderModel
 from xdex.inference.predictor import Predictions
+from xdex.methods.pipeline import train as train_recipe
 from xdex.methods.recipe import load_recipe
-from xdex.methods.recipe import train as train_recipe
 
 
 class Model(DualEncoderModel):

@@ -30,7 +30,8 @@ from xdex.losses import build_loss
 from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.popularity import PopularityBaseline
-from xdex.methods.recipe import build_objective, load_recipe, train, trainer_settings
+from xdex.methods.recipe import load_recipe
+from xdex.methods.pipeline import build_objective, train, trainer_settings
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
 from xdex.modules import AuxiliaryVectors, DualEncoder
 from xdex.train import Trainer, TrainerConfig

@@ -22,8 +22,9 @@ from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
-from xdex.methods.oak import OakConfig, OakObjective, check_oak_recipe, linker_dataset, linker_recipe
+from xdex.methods.oak import OakConfig, OakObjective, check_oak, linker_dataset, linker_recipe
 from xdex.methods.objective import SamplingConfig
+from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
 from xdex.modules import Augmentation, DualEncoder, OakNet
 from xdex.modules.oak import pad_links
@@ -219,11 +220,11 @@ def test_the_bank_gets_gradient_only_for_the_akps_of_the_batch():
 # -- stage 1 and the recipe ----------------------------------------------------------------------------------
 def test_the_linker_recipe_is_ngame_with_the_oak_linker_overrides():
     section = {"trainer": {"epochs": 3}, "encoder": {"dim": 48}}
-    cfg = linker_recipe(OakConfig(linker=section), TrainerConfig(progress=False), load_recipe)
+    cfg = linker_recipe(OakConfig(linker=section), TrainerConfig(progress=False))
     assert cfg.method == "ngame" and cfg.trainer.epochs == 3 and cfg.encoder["dim"] == 48
     assert cfg.trainer.progress is False and cfg.oak is None
     with pytest.raises(ValueError, match="cannot be oak"):
-        linker_recipe(OakConfig(linker={"method": "oak"}), TrainerConfig(), load_recipe)
+        linker_recipe(OakConfig(linker={"method": "oak"}), TrainerConfig())
 
 
 def test_the_linker_task_has_the_akps_as_labels():
@@ -232,13 +233,16 @@ def test_the_linker_task_has_the_akps_as_labels():
     assert task.labels is data.aux_items and (task.train.labels != data.train.aux).nnz == 0
 
 
-def test_a_dataset_without_akps_is_refused_by_name():
+def test_a_dataset_without_akps_is_refused_by_name(tmp_path):
     data = topic_task()
     plain = Dataset(data.name, Split(data.train.ids, data.train.texts, data.train.labels), data.labels)
     with pytest.raises(ValueError, match="oak-topics: OAK needs auxiliary knowledge pieces"):
-        check_oak_recipe(plain, load_recipe("oak"))
+        train(plain, load_recipe("oak"), tmp_path / "model")
+    assert not (tmp_path / "model").exists()  # the refused run leaves nothing behind
     with pytest.raises(ValueError, match="remove the heads, aux and classifiers"):
-        check_oak_recipe(data, load_recipe("oak", overrides=["aux={}"]))
+        check_oak(load_recipe("oak", overrides=["aux={}"]))
+    with pytest.raises(ValueError, match="remove the heads, aux and classifiers"):
+        train(data, load_recipe("oak", overrides=["classifiers={}"]), tmp_path / "model")
 
 
 def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
@@ -248,7 +252,7 @@ def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
                       ["encoder.model_dir=/models/distilbert", "oak.linker.encoder.model_dir=/models/distilbert"])
     assert cfg.encoder["type"] == "transformer" and cfg.trainer.epochs == 300 and cfg.sampling.batch_size == 1024
     assert cfg.oak.bank_lr == 0.2 and cfg.oak.top_k == 3 and cfg.oak.pooling == "attention"
-    linker = linker_recipe(cfg.oak, cfg.trainer, load_recipe)
+    linker = linker_recipe(cfg.oak, cfg.trainer)
     assert linker.method == "ngame" and linker.encoder["type"] == "transformer"
     assert linker.encoder["model_dir"] == "/models/distilbert" and "vocab_size" not in linker.encoder
 

@@ -218,7 +218,7 @@ def test_the_model_directory_round_trip_predicts_the_same(tmp_path):
                              {"method": "oak"}, {"method": "oak"})
     model.save(tmp_path / "model")
 
-    loaded = load_net(tmp_path / "model", load_linker=DualEncoderModel.load)
+    loaded = load_net(tmp_path / "model", load_model=DualEncoderModel.load)
     assert isinstance(loaded, OakNet) and (tmp_path / "model" / "linker" / "meta.json").is_file()
     for name, tensor in loaded.augment.state_dict().items():
         torch.testing.assert_close(tensor, net.augment.state_dict()[name])
@@ -238,9 +238,17 @@ def test_a_damaged_heads_file_is_named(tmp_path):
     net.save(tmp_path / "net")
     (tmp_path / "net" / "heads.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match="heads.safetensors"):
-        OakNet.load(tmp_path / "net", FixedLinker([0], [1.0]))
-    with pytest.raises(ValueError, match="needs its linker"):
+        OakNet.load(tmp_path / "net", {"linker": FixedLinker([0], [1.0])})
+
+
+def test_an_oak_network_is_not_loaded_without_its_linker(tmp_path):
+    """A network never loads whole models: its linker is handed in by the model layer, or the load is refused."""
+    net = small_net(linker_model(tmp_path))
+    net.save(tmp_path / "net")
+    with pytest.raises(ValueError, match="model directories of its own .*linker.*load the model directory"):
         load_net(tmp_path / "net")
+    with pytest.raises(ValueError, match="needs its linker"):
+        OakNet.load(tmp_path / "net")
 
 
 def test_query_vectors_without_texts_are_refused():

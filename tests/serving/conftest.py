@@ -9,7 +9,8 @@ import pytest
 
 from xdex.data.synthetic import memorisation_task
 from xdex.inference import Predictor
-from xdex.methods.recipe import load_recipe, train
+from xdex.methods.recipe import load_recipe
+from xdex.methods.pipeline import train
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from xdex.data import load
-from xdex.methods.recipe import load_recipe, train
+from xdex.methods.recipe import load_recipe
+from xdex.methods.pipeline import train
 
 SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000"]
 

@@ -44,8 +44,8 @@ def register(app: typer.Typer) -> None:
         ids, scores = PopularityBaseline().fit(dataset.train.labels).predict(len(test), depth)
         rows = {"popularity": evaluate_predictions(Ranking(ids, scores), dataset, recall_ks=(5, 10))}
         if train:
+            from xdex.methods.pipeline import train as train_recipe
             from xdex.methods.recipe import load_recipe
-            from xdex.methods.recipe import train as train_recipe
 
             cfg = load_recipe(method)
             with tempfile.TemporaryDirectory(prefix="xdex-demo-") as tmp:

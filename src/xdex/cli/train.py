@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
         """Train a recipe; the model directory predicts without the training data. Runs under torchrun too."""
         from xdex.config import to_dict
         from xdex.data import load
-        from xdex.methods.recipe import load_recipe, train
+        from xdex.methods.pipeline import train
+        from xdex.methods.recipe import load_recipe
         from xdex.train import distributed
 
         cfg = load_recipe(method, config, set_)

@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
-from xdex.config import ConfigError, from_dict, read_yaml
+from xdex.config import ConfigError, read_yaml
 from xdex.index import ExactIndex, Index, load_index
 from xdex.index.storage import file_digest
 from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
@@ -180,8 +180,8 @@ class DualEncoderModel:
         else:
             check_files(folder, files, verify)
         config = _read_config(folder / CONFIG)
-        # OAK's linker is a model directory of its own, loaded here and handed to the network
-        net = load_net(folder, load_linker=lambda path: cls.load(path, verify=verify))
+        # the model directories a network holds (OAK's linker) are loaded here and handed to it
+        net = load_net(folder, load_model=lambda path: cls.load(path, verify=verify))
         net.eval()
         labels = folder / "labels.jsonl"
         ids, texts = _read_labels(labels)
@@ -219,7 +219,7 @@ def _read_config(path: Path) -> dict:
     model (that added labels carry) do not change."""
     try:
         config = read_yaml(path)
-        from_dict(RecipeConfig, upgrade_names(config))
+        RecipeConfig.from_dict(upgrade_names(config))
     except ConfigError as e:
         message = str(e)
         raise ValueError(message if message.startswith(str(path)) else f"{path}: {message}") from None

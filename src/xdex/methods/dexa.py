@@ -20,15 +20,20 @@ import scipy.sparse as sp
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.methods.classifiers import choose_fusion, train_classifier_table
-from xdex.methods.schema import AuxConfig, ClassifierConfig
+from xdex.methods.objective import DualEncoderObjective
+from xdex.methods.plugin import Plugin, Run, register
+from xdex.methods.schema import AuxConfig, ClassifierConfig, RecipeConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
 from xdex.modules.unidec import UniDECNet
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import TrainerConfig
+from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
+
+CLASSIFIERS = "classifiers"  # the training sub-folder of Module II
 
 
 def num_clusters(config: AuxConfig, n_labels: int) -> int:
@@ -101,3 +106,45 @@ def train_classifiers(
     elif alpha is None:
         alpha = 0.5
     return ClassifierFusionNet(net.encoder, z, w, float(alpha))
+
+
+def attach_aux(run: Run) -> None:
+    """Module I, before the fit: cluster the labels and put the cluster vectors on the objective's label side."""
+    _, queries, labels = run.inputs()
+    config = run.config
+    assert config.aux is not None and run.net is not None  # the plug-in is active; the network is built
+    if not isinstance(run.objective, DualEncoderObjective) or not isinstance(run.net, DualEncoder | UniDECNet):
+        raise ValueError("DEXA's auxiliary vectors (the aux section) need a dual encoder or UniDEC heads")
+    aux, recluster = build_aux(config.aux, run.net, queries, labels, run.train_labels,
+                               config.sampling.embed_batch_size, config.trainer.seed)
+    run.objective.attach_aux(aux, recluster, config.aux.recluster_every)
+
+
+def aux_lr(config: RecipeConfig) -> dict[str, float]:
+    """The auxiliary vectors' own learning rate (``aux.lr``; unset: the sparse rate of the optimiser)."""
+    return {} if config.aux is None or config.aux.lr is None else {"aux.": config.aux.lr}
+
+
+def module_ii(run: Run) -> None:
+    """Module II, after the fit: per-label classifiers on the frozen encoder, fused with the label embeddings."""
+    _, queries, labels = run.inputs()
+    config = run.config
+    assert config.classifiers is not None  # the plug-in is active
+    if not isinstance(run.net, DualEncoder) or not isinstance(run.objective, DualEncoderObjective):
+        raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
+    valid = run.validation
+    validation = (valid.tokens, valid.labels, valid.pairs) if valid is not None else None
+    workdir = run.training_folder() / CLASSIFIERS
+    run.net = train_classifiers(run.net, run.objective.aux, queries, labels, run.train_labels, config.classifiers,
+                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume)
+    run.checkpoints.append(workdir / CHECKPOINT)
+
+
+def check_classifiers(config: RecipeConfig) -> None:
+    if config.heads is not None:
+        raise ValueError("a `classifiers` section (DEXA Module II) needs a plain dual encoder; this recipe has "
+                         "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
+
+
+register(Plugin("aux", AuxConfig, lr_groups=aux_lr, before_fit=(attach_aux,)))
+register(Plugin("classifiers", ClassifierConfig, check=check_classifiers, after_fit=(module_ii,)))

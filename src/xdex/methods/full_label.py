@@ -33,8 +33,11 @@ import torch
 from torch import Tensor, nn
 from torch.autograd import Function
 
+from xdex.losses import build_loss
 from xdex.losses.base import PoolLoss
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.plugin import Plugin, Run, register
+from xdex.methods.schema import RecipeConfig
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import distributed as dist
@@ -178,3 +181,21 @@ class FullLabelObjective(DualEncoderObjective):
         if not self._positives_seen:
             return {}
         return {"avg_pool_size": float(len(self.labels)), "avg_positives_in_pool": float(np.mean(self._positives_seen))}
+
+
+def build_full_label(run: Run) -> tuple[DualEncoder, FullLabelObjective]:
+    """DEXML-Full's network (a plain dual encoder) and objective (the loss over every label)."""
+    encoder, queries, labels = run.inputs()
+    config = run.config
+    loss = build_loss(**config.loss)
+    net = DualEncoder(encoder)
+    return net, FullLabelObjective(net, loss, queries, labels, run.train_labels, config.sampling, config.trainer.seed)
+
+
+def check_full_label(config: RecipeConfig) -> None:
+    if config.heads is not None or config.aux is not None:
+        raise ValueError("sampling.label_space=full trains a plain dual encoder: remove the heads and aux sections")
+
+
+register(Plugin("full_label", active=lambda config: config.sampling.label_space == "full", check=check_full_label,
+                build=build_full_label))

@@ -22,13 +22,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,28 +31,20 @@ import torch
 from torch import nn
 
 from xdex.data.dataset import Catalogue, Dataset, Split
-from xdex.encoders.factory import build_encoder
-from xdex.index.retrieval import retrieve
 from xdex.inference.model import MARKER, DualEncoderModel
 from xdex.losses import MICalibration, WeightedSum, build_loss
 from xdex.methods.classifiers import train_classifier_table
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
-from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
-from xdex.methods.schema import OakConfig
-from xdex.metrics.measures import compute_metrics
-from xdex.metrics.ranking import depth_with_filter, remove_pairs
+from xdex.methods.plugin import Plugin, Run, register
+from xdex.methods.recipe import load_recipe
+from xdex.methods.run import label_texts
+from xdex.methods.schema import OakConfig, RecipeConfig
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.oak import LINKER_DIR, Augmentation, OakNet, link, pad_links
 from xdex.text.tokens import TokenizedTexts
-from xdex.train import Trainer, TrainerConfig
-from xdex.train.distributed import barrier, encode_sharded, is_main, main_first
+from xdex.train import TrainerConfig
+from xdex.train.distributed import barrier, encode_sharded
 from xdex.train.trainer import CHECKPOINT
-
-if TYPE_CHECKING:
-    from xdex.methods.recipe import RecipeConfig  # recipe.py imports this module for OakConfig
-
-LoadRecipe = Callable[..., "RecipeConfig"]  # xdex.methods.recipe.load_recipe(method, overrides=[...])
-TrainRecipe = Callable[..., "DualEncoderModel | None"]  # xdex.methods.recipe.train(dataset, config, out, resume)
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +98,7 @@ class OakObjective(DualEncoderObjective):
         return self.loss_terms(**terms)
 
 
-def linker_recipe(config: OakConfig, parent: TrainerConfig, load_recipe: LoadRecipe) -> RecipeConfig:
+def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
     """The linker's RecipeConfig: its packaged recipe (``oak.linker.method``, default ngame) with the other
     keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run."""
     section = dict(config.linker)
@@ -137,24 +124,11 @@ def _as_overrides(section: dict, prefix: str = "") -> list[str]:
 def linker_dataset(dataset: Dataset) -> Dataset:
     """The linker's task: training documents → their AKPs (the AKPs are the labels)."""
     train = dataset.train
-    links, aux_items = aux_links(dataset)
-    return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, links), aux_items)
+    links, akp_items = akp_links(dataset)
+    return Dataset(f"{dataset.name}-linker", Split(train.ids, train.texts, links), akp_items)
 
 
-def train_linker(dataset: Dataset, config: OakConfig, parent: TrainerConfig, out: Path, resume: bool,
-                 load_recipe: LoadRecipe, train_recipe: TrainRecipe) -> DualEncoderModel:
-    """Stage 1: the linker model directory ``out`` (loaded when a resumed run already finished it), trained by
-    ``train_recipe`` (the recipe pipeline, handed in by it) on the recipe ``load_recipe`` gives."""
-    if resume and (out / MARKER).is_file():
-        log.info("stage 1: the linker in %s is already trained", out)
-        return DualEncoderModel.load(out)
-    log.info("stage 1: training the linker on %d AKP links", aux_links(dataset)[0].nnz)
-    linker = train_recipe(linker_dataset(dataset), linker_recipe(config, parent, load_recipe), out, resume=resume)
-    barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
-    return linker if linker is not None else DualEncoderModel.load(out)
-
-
-def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
+def check_oak(config: RecipeConfig) -> None:
     """Refuse settings OAK cannot train with, naming them."""
     if config.heads is not None or config.aux is not None or config.classifiers is not None:
         raise ValueError("the oak recipe trains a plain encoder with OAK's own stage 3: remove the heads, aux "
@@ -162,91 +136,93 @@ def check_oak_recipe(dataset: Dataset, config: RecipeConfig) -> None:
     if config.sampling.label_space != "pool" or config.sampling.cache_negatives:
         raise ValueError("the oak recipe trains on label pools with in-pool and shortlist negatives: set "
                          "sampling.label_space=pool and sampling.cache_negatives=0")
-    aux_links(dataset)
 
 
-def aux_links(dataset: Dataset) -> tuple[sp.csr_matrix, Catalogue]:
-    """The training documents' links to auxiliary knowledge pieces and the pieces' catalogue."""
+def akp_links(dataset: Dataset) -> tuple[sp.csr_matrix, Catalogue]:
+    """The training documents' links to auxiliary knowledge pieces (AKPs) and the pieces' catalogue."""
     if dataset.train.aux is None or dataset.aux_items is None:
         raise ValueError(f"{dataset.name}: OAK needs auxiliary knowledge pieces (an aux.jsonl catalogue and "
                          '"aux" links in the training rows); this dataset has none')
     return dataset.train.aux, dataset.aux_items
 
 
-def train_oak(
-    dataset: Dataset, config: RecipeConfig, out: str | Path, resume: bool, load_recipe: LoadRecipe,
-    train_recipe: TrainRecipe,
-) -> DualEncoderModel | None:
-    """Train the three OAK stages of ``config`` (a RecipeConfig with an ``oak`` section) and write ``out``
-    (under torchrun: rank 0 writes and returns the model, the other ranks return None). The linker is trained
-    by ``train_recipe`` on the recipe ``load_recipe`` gives (the recipe module hands in its own)."""
-    oak = config.oak
-    if oak is None:
-        raise ValueError("the oak recipe needs an oak section")
-    check_oak_recipe(dataset, config)
-    aux, aux_items = aux_links(dataset)
-    out = Path(out)
-    workdir = out / "training"
-    check_run_config(workdir / "config.yaml", config, resume)
-    seed = config.trainer.seed
-    t0 = time.perf_counter()
-    linker = train_linker(dataset, oak, config.trainer, out / LINKER_DIR, resume, load_recipe, train_recipe)
-    torch.manual_seed(seed)
+def _oak(run: Run) -> OakConfig:
+    oak = run.config.oak
+    assert oak is not None  # the plug-in is active
+    return oak
 
-    train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
-    y_all = dataset.train.labels
-    y_train, links = y_all[train_rows], aux[train_rows]
-    query_texts = [dataset.train.texts[i] for i in train_rows]
-    lab_texts = label_texts(dataset.labels, config.data.label_text)
-    akp_texts = label_texts(aux_items, config.data.label_text)
-    encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}
-    encoder = build_encoder(encoder_cfg, query_texts + lab_texts + akp_texts)
-    cache = encoder.token_cache()
-    with main_first():  # under torchrun rank 0 fills the token cache, then the other ranks read it
-        queries, labels = cache.get(query_texts), cache.get(lab_texts)
+
+def train_linker(run: Run) -> None:
+    """Stage 1, before the encoder: the linker R in ``out/linker`` (loaded when a resumed run already finished it),
+    trained by the pipeline itself on the documents' AKP links; the AKPs' texts join the encoder's vocabulary."""
+    oak, dataset = _oak(run), run.dataset
+    if dataset is None or run.out is None or run.train_rows is None or run.train_recipe is None:
+        raise RuntimeError("OAK's stages run inside a training run (xdex.methods.pipeline.train) only")
+    links, akp_items = akp_links(dataset)
+    run.shared["links"] = links[run.train_rows]
+    run.shared["akp_texts"] = akp_texts = label_texts(akp_items, run.config.data.label_text)
+    run.vocabulary_texts += akp_texts
+    out = run.out / LINKER_DIR
+    if run.resume and (out / MARKER).is_file():
+        log.info("stage 1: the linker in %s is already trained", out)
+        linker = DualEncoderModel.load(out)
+    else:
+        log.info("stage 1: training the linker on %d AKP links", links.nnz)
+        trained = run.train_recipe(linker_dataset(dataset), linker_recipe(oak, run.config.trainer), out,
+                                   resume=run.resume)
+        barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
+        linker = trained if trained is not None else DualEncoderModel.load(out)
+    run.shared["linker"] = linker
+    run.meta.update(n_akp=len(akp_items), linker_validation=linker.meta.get("validation"))
+
+
+def build_oak(run: Run) -> tuple[DualEncoder, OakObjective]:
+    """Stage 2's network (a dual encoder; the augmentation block ψ rides in the objective) and objective."""
+    encoder, queries, labels = run.inputs()
+    oak, config = _oak(run), run.config
+    if "links" not in run.shared:
+        raise RuntimeError("OAK's network is built inside a training run (xdex.methods.pipeline.train) only")
     net = DualEncoder(encoder)
-    embed_batch = config.sampling.embed_batch_size
-    augment = Augmentation(net.embed(encoder.tokenize(akp_texts), embed_batch), oak.pooling)
-    objective = OakObjective(net, augment, build_loss(**config.loss), queries, labels, y_train, links,
-                             config.sampling, oak.encoder_term, oak.calibration, oak.calibration_margin, seed)
-
-    evaluate = None
-    if len(valid_rows):
-        valid_texts = [dataset.train.texts[i] for i in valid_rows]
-        with main_first():
-            valid_tokens = cache.get(valid_texts)
-        valid_ids = link(linker, valid_texts, oak.top_k, oak.threshold)
-        y_valid = y_all[valid_rows]
-        pairs = validation_filter(dataset, valid_rows)
-        k_max = depth_with_filter(max(config.data.eval_ks), pairs)
-
-        def evaluate() -> dict[str, float]:
-            """x̂ (the linker's AKPs, as at inference) against the stage-2 label embeddings y."""
-            q = augment.enrich(net.embed(valid_tokens, embed_batch), valid_ids, embed_batch).numpy()
-            ranking = retrieve(q, net.embed(labels, embed_batch).numpy(), k_max)
-            if pairs is not None:
-                ranking = remove_pairs(ranking, pairs)
-            return compute_metrics(ranking, y_valid, config.data.eval_ks)
-
-    optim = dataclasses.replace(config.trainer.optim, group_lr={BANK: oak.bank_lr, **config.trainer.optim.group_lr})
-    trainer = Trainer(objective, dataclasses.replace(config.trainer, optim=optim), workdir, evaluate=evaluate)
+    bank = net.embed(encoder.tokenize(run.shared["akp_texts"]), config.sampling.embed_batch_size)
+    augment = Augmentation(bank, oak.pooling)
+    objective = OakObjective(net, augment, build_loss(**config.loss), queries, labels, run.train_labels,
+                             run.shared["links"], config.sampling, oak.encoder_term, oak.calibration,
+                             oak.calibration_margin, config.trainer.seed)
     log.info("stage 2: training the augmentation block")
-    trainer.fit(resume=resume)
+    return net, objective
 
+
+def validation_links(run: Run) -> None:
+    """Validation scores x̂ with the linker's top-K AKPs of each document, as at inference."""
+    valid, oak = run.validation, _oak(run)
+    if valid is None:
+        return
+    assert isinstance(run.objective, OakObjective) and isinstance(run.net, DualEncoder)  # build_oak's
+    net, augment, batch = run.net, run.objective.augment, run.config.sampling.embed_batch_size
+    ids = link(run.shared["linker"], valid.texts, oak.top_k, oak.threshold)
+    run.validation_queries = lambda: augment.enrich(net.embed(valid.tokens, batch), ids, batch).numpy()
+
+
+def refine(run: Run) -> None:
+    """Stage 3, after the fit: ψ frozen, classifiers w_j = y_j + Δw_j over the training documents' x̂; the
+    model's network becomes :class:`OakNet` (candidates from N(w_j), re-scored with sim(x̂, y_j))."""
+    encoder, queries, labels = run.inputs()
+    oak = _oak(run)
+    assert isinstance(run.objective, OakObjective) and isinstance(run.net, DualEncoder)  # build_oak's
     log.info("stage 3: refining the label classifiers")
-    y = net.embed(labels, embed_batch)
-    x_hat = augment.enrich(net.embed(queries, embed_batch), pad_links(links), embed_batch)
-    w = train_classifier_table(x_hat, y, y_train, oak.refine, config.trainer, workdir / REFINE, resume)
-    train_seconds = time.perf_counter() - t0
+    net, augment, batch = run.net, run.objective.augment, run.config.sampling.embed_batch_size
+    y = net.embed(labels, batch)
+    x_hat = augment.enrich(net.embed(queries, batch), pad_links(run.shared["links"]), batch)
+    workdir = run.training_folder() / REFINE
+    w = train_classifier_table(x_hat, y, run.train_labels, oak.refine, run.config.trainer, workdir, run.resume)
+    run.net = OakNet(encoder, augment, y, w, run.shared["linker"], oak.top_k, oak.threshold, oak.candidates)
+    run.checkpoints.append(workdir / CHECKPOINT)
 
-    if not is_main():  # rank 0 alone writes the model directory
-        return None
-    oak_net = OakNet(encoder, augment, y, w, linker, oak.top_k, oak.threshold, oak.candidates).to("cpu")
-    z = oak_net.label_vectors(labels, embed_batch).numpy()
-    extra = {"n_aux": len(aux_items), "linker_validation": linker.meta.get("validation")}
-    model = write_model(out, oak_net, z, lab_texts, dataset, config, trainer, len(train_rows),
-                               len(valid_rows), train_seconds, [workdir / CHECKPOINT, workdir / REFINE / CHECKPOINT],
-                               extra)
-    log.info("OAK model written to %s (%.0f s)", out, train_seconds)
-    return model
 
+def bank_lr(config: RecipeConfig) -> dict[str, float]:
+    """The AK bank's own learning rate (``oak.bank_lr``)."""
+    return {} if config.oak is None else {BANK: config.oak.bank_lr}
+
+
+register(Plugin("oak", OakConfig, check=check_oak, build=build_oak, lr_groups=bank_lr,
+                before_encoder=(train_linker,), before_fit=(validation_links,), after_fit=(refine,)))

@@ -61,11 +61,12 @@ class DualEncoderObjective:
             )
         self.net = net
         self.loss_fn = loss
-        self.aux = aux
-        self.recluster = recluster
-        self.recluster_every = recluster_every
-        modules = {"net": net, "loss": loss} if aux is None else {"net": net, "loss": loss, "aux": aux}
-        self.model = nn.ModuleDict(modules)  # everything the optimisers train
+        self.aux: AuxiliaryVectors | None = None
+        self.recluster: Callable[[np.ndarray], np.ndarray] | None = None
+        self.recluster_every = 0
+        self.model = nn.ModuleDict({"net": net, "loss": loss})  # everything the optimisers train
+        if aux is not None:
+            self.attach_aux(aux, recluster, recluster_every)
         self.queries = queries
         self.labels = labels
         self.y = sp.csr_matrix(train_labels)
@@ -77,6 +78,14 @@ class DualEncoderObjective:
         self.negatives: HardNegatives | None = None
         self.pool_stats = PoolStats()
         self.cache: EmbeddingCache | None = None  # label embeddings for cache negatives, built at the first step
+
+    def attach_aux(self, aux: AuxiliaryVectors, recluster: Callable[[np.ndarray], np.ndarray] | None = None,
+                   recluster_every: int = 0) -> None:
+        """Put DEXA's auxiliary vectors on the label side (see ``__init__``); before training starts."""
+        self.aux = aux
+        self.recluster = recluster
+        self.recluster_every = recluster_every
+        self.model["aux"] = aux
 
     # -- trainer protocol ---------------------------------------------------------------------
     def steps_per_epoch(self) -> int:

@@ -1,16 +1,20 @@
 """The schema of a recipe: every section a recipe YAML may have, as dataclasses with their defaults.
 
 Pure data: this module imports no training or inference code, so any layer can check a recipe (the
-inference layer checks a model directory's ``config.yaml`` against :class:`RecipeConfig`). The methods
-that use a section import its class from here. Defaults equal ``configs/base.yaml`` (tested).
+inference layer checks a model directory's ``config.yaml`` against :class:`RecipeConfig`). The core
+sections (encoder, loss, sampling, trainer, data, index) are fields of :class:`RecipeConfig`; a method's own
+section (``heads``, ``aux``, ``classifiers``, ``oak``, or a plug-in's) is registered in :data:`SECTIONS` and
+kept in ``RecipeConfig.sections``. Defaults equal ``configs/base.yaml`` (tested).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from xdex.config import ConfigError, convert, from_dict
 from xdex.encoders.factory import BAG_DEFAULTS
 from xdex.train.trainer import TrainerConfig
 
@@ -137,8 +141,28 @@ class DataConfig:
     eval_ks: list[int] = field(default_factory=lambda: [1, 3, 5])
 
 
+SECTIONS: dict[str, type] = {  # a method's own section of a recipe -> its dataclass
+    "heads": HeadsConfig,  # UniDEC / DePSL heads; absent: the encoder's output is the embedding
+    "aux": AuxConfig,  # DEXA Module I: auxiliary vectors for label clusters
+    "classifiers": ClassifierConfig,  # DEXA Module II: per-label classifiers, fused scores
+    "oak": OakConfig,  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
+}
+
+
+def register_section(name: str, schema: type) -> None:
+    """Make ``name`` a recipe section read into the dataclass ``schema`` (a plug-in's own settings)."""
+    core = {f.name for f in dataclasses.fields(RecipeConfig)}
+    if name in core or SECTIONS.get(name, schema) is not schema:
+        raise ValueError(f"the recipe section {name!r} is already taken")
+    if not dataclasses.is_dataclass(schema):
+        raise TypeError(f"the schema of section {name!r} must be a dataclass, got {schema!r}")
+    SECTIONS[name] = schema
+
+
 @dataclass
 class RecipeConfig:
+    """A whole recipe: the core sections, and in ``sections`` the method sections it has (see :data:`SECTIONS`)."""
+
     method: str = "ngame"
     encoder: dict = field(default_factory=lambda: {"type": "bag", **BAG_DEFAULTS})
     loss: dict = field(default_factory=lambda: dict(DEFAULT_LOSS))
@@ -146,7 +170,46 @@ class RecipeConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     index: dict = field(default_factory=lambda: {"kind": "exact"})
-    heads: HeadsConfig | None = None  # UniDEC / DePSL heads; None: the encoder's output is the embedding
-    aux: AuxConfig | None = None  # DEXA Module I: auxiliary vectors for label clusters
-    classifiers: ClassifierConfig | None = None  # DEXA Module II: per-label classifiers, fused scores
-    oak: OakConfig | None = None  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
+    sections: dict[str, Any] = field(default_factory=dict)  # name -> dataclass of SECTIONS[name]
+
+    def section(self, name: str) -> Any:
+        """The method section ``name`` (a dataclass of :data:`SECTIONS`), or None when the recipe has none."""
+        return self.sections.get(name)
+
+    @property
+    def heads(self) -> HeadsConfig | None:
+        return self.sections.get("heads")
+
+    @property
+    def aux(self) -> AuxConfig | None:
+        return self.sections.get("aux")
+
+    @property
+    def classifiers(self) -> ClassifierConfig | None:
+        return self.sections.get("classifiers")
+
+    @property
+    def oak(self) -> OakConfig | None:
+        return self.sections.get("oak")
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "") -> RecipeConfig:
+        """The recipe of a YAML mapping: core sections as fields, registered method sections into ``sections``
+        (a section set to null is absent); unknown keys are refused, naming them."""
+        core = {f.name for f in dataclasses.fields(cls)} - {"sections"}
+        unknown = sorted(set(data) - core - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {', '.join(unknown)}; valid keys: "
+                              f"{', '.join(sorted(core | set(SECTIONS)))}")
+        sections = {name: convert(value, SECTIONS[name], name) for name, value in data.items()
+                    if name in SECTIONS and value is not None}
+        config = from_dict(cls, {k: v for k, v in data.items() if k in core}, where)
+        config.sections = sections
+        return config
+
+    def to_dict(self) -> dict:
+        """The recipe as a YAML mapping: the core sections, then each method section it has."""
+        out = dataclasses.asdict(self)
+        out.update(out.pop("sections"))
+        return out
+

@@ -24,9 +24,10 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from xdex.losses import BCE, WeightedSum
+from xdex.losses import BCE, WeightedSum, build_loss
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
-from xdex.methods.schema import HeadsConfig
+from xdex.methods.plugin import Plugin, Run, register
+from xdex.methods.schema import HeadsConfig, RecipeConfig
 from xdex.modules.unidec import UniDECNet
 from xdex.sampling import positives_mask, sample_positives
 from xdex.text.tokens import TokenizedTexts
@@ -49,10 +50,9 @@ class UniDECObjective(DualEncoderObjective):
         heads: HeadsConfig,
         clf_loss: nn.Module | None = None,
         seed: int = 0,
-        **aux_options,
     ):
-        """``aux_options``: DEXA's auxiliary vectors for the DE label side (see :class:`DualEncoderObjective`)."""
-        super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed, **aux_options)
+        """DEXA's auxiliary vectors join the DE label side through :meth:`attach_aux` (an ``aux`` section)."""
+        super().__init__(net, de_loss, queries, labels, train_labels, config, seed=seed)
         if not 0.0 <= heads.de_weight <= 1.0:
             raise ValueError(f"heads.de_weight must be in [0, 1], got {heads.de_weight}")
         if heads.classifier != net.has_classifier:
@@ -116,3 +116,27 @@ class UniDECObjective(DualEncoderObjective):
         extra = sample_positives(self.y, query_ids, self.heads.extra_positives, rng)
         pool = np.union1d(pool, extra).astype(np.int64)
         return pool, positives_mask(self.y, query_ids, pool)
+
+
+def build_unidec(run: Run) -> tuple[UniDECNet, UniDECObjective]:
+    """The ``heads`` section's network (encoder + g1, and with ``heads.classifier`` g2 and Ψ) and objective."""
+    encoder, queries, labels = run.inputs()
+    config = run.config
+    heads = config.heads
+    assert heads is not None  # the plug-in is active
+    loss = build_loss(**config.loss)
+    n_labels = run.train_labels.shape[1] if heads.classifier else None
+    net = UniDECNet(encoder, heads.dim, n_labels, heads.dropout, search=heads.search)
+    clf_loss = build_loss(**(heads.classifier_loss or config.loss)) if heads.classifier else None
+    objective = UniDECObjective(net, loss, queries, labels, run.train_labels, config.sampling, heads, clf_loss,
+                                seed=config.trainer.seed)
+    objective.init_classifiers()
+    return net, objective
+
+
+def check_unidec(config: RecipeConfig) -> None:
+    if config.sampling.cache_negatives:
+        raise ValueError("sampling.cache_negatives (embedding-cache negatives) needs a plain dual encoder, not heads")
+
+
+register(Plugin("heads", HeadsConfig, check=check_unidec, build=build_unidec))

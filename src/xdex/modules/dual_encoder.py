@@ -5,7 +5,9 @@ The score of query x and label l is the cosine Φ(x)·Φ(z_l) (NGAME; DEXML Sec.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -13,9 +15,11 @@ import torch.nn.functional as F
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.network import Network
+from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
 
+@register_network("dual_encoder")
 class DualEncoder(Network):
     """``forward(tokens)`` gives L2-normalised embeddings of the texts, with the graph."""
 
@@ -57,5 +61,5 @@ class DualEncoder(Network):
         self.encoder.save(Path(folder) / "encoder")
 
     @classmethod
-    def load(cls, folder: str | Path) -> DualEncoder:
+    def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> DualEncoder:
         return cls(load_encoder(Path(folder) / "encoder"))

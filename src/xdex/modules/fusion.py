@@ -9,8 +9,9 @@ vector v_l = α·w_l + (1 − α)·E(z_l), and a single index serves it. Search 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import torch
 
@@ -18,12 +19,14 @@ from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
 FusionMode = Literal["fused", "de", "clf"]
 TABLES = ("label_embeddings", "classifiers")
 
 
+@register_network("fusion")
 class ClassifierFusionNet(DualEncoder):
     """Encoder E with stored label embeddings Z = [E(z_l)] and classifiers W, fused with weight ``alpha``.
 
@@ -110,15 +113,15 @@ class ClassifierFusionNet(DualEncoder):
 
     def save_heads(self, folder: str | Path) -> None:
         """Write ``heads.safetensors`` (Z and W) and ``heads.json`` (type, α, search mode) into ``folder``."""
-        write_heads(folder, "fusion", {name: getattr(self, name).float() for name in TABLES},
+        write_heads(folder, self.kind, {name: getattr(self, name).float() for name in TABLES},
                     {"alpha": self.alpha, "search": self.search, "n_labels": self.n_labels, "dim": self.dim})
 
     @classmethod
-    def load(cls, folder: str | Path) -> ClassifierFusionNet:
+    def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> ClassifierFusionNet:
         """Read a network written by :meth:`save`."""
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
-        config, tables = read_heads(folder, "fusion")
+        config, tables = read_heads(folder, cls.kind)
         missing = [name for name in TABLES if name not in tables]
         if missing:
             raise ValueError(f"{weights_path}: missing table(s) {', '.join(missing)}")

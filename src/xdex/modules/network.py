@@ -10,8 +10,9 @@ and ``model_subfolders`` names sub-folders that are model directories of their o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +30,8 @@ class Network(nn.Module):
 
     encoder: Encoder
     search: str
-    model_subfolders: tuple[str, ...] = ()
+    kind: str = "network"  # the registered type (xdex.modules.registry), recorded in heads.json
+    model_subfolders: tuple[str, ...] = ()  # sub-folders that are model directories of their own
 
     @property
     def search_modes(self) -> tuple[str, ...]:
@@ -58,6 +60,11 @@ class Network(nn.Module):
         if added is None:
             return ranking
         return with_added(ranking, queries, added, len(index), k)
+
+    @classmethod
+    def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> Network:
+        """Read a network written by ``save``; ``parts``: the loaded model directories of ``model_subfolders``."""
+        raise NotImplementedError
 
     def save_heads(self, folder: str | Path) -> None:
         """Write what the network has beside its encoder (nothing, unless a subclass has heads)."""

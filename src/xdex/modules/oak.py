@@ -22,9 +22,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +38,7 @@ from xdex.index import Index
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
 Pooling = Literal["attention", "mean"]
@@ -181,6 +182,7 @@ def link(linker: Linker, texts: Sequence[str], top_k: int, threshold: float | No
     return torch.from_numpy(ids)
 
 
+@register_network("oak")
 class OakNet(DualEncoder):
     """Encoder E, augmentation ψ, stored label embeddings y_j and classifiers w_j, and the linker R.
 
@@ -327,21 +329,22 @@ class OakNet(DualEncoder):
         tables = {f"augment.{k}": v.float() for k, v in self.augment.state_dict().items()}
         tables.update({name: getattr(self, name).float() for name in TABLES})
         self.linker.save(Path(folder) / LINKER_DIR)
-        write_heads(folder, "oak", tables, {
+        write_heads(folder, self.kind, tables, {
             "dim": self.dim, "n_labels": self.n_labels, "n_aux": self.augment.bank.size,
             "pooling": self.augment.combiner.pooling, "top_k": self.top_k, "threshold": self.threshold,
             "candidates": self.candidates, "search": self.search,
         })
 
     @classmethod
-    def load(cls, folder: str | Path, linker: Linker | None = None) -> OakNet:
-        """Read a network written by :meth:`save`; ``linker`` (required) is the model directory ``folder/linker``
-        loaded by the inference layer (a network does not load models)."""
+    def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> OakNet:
+        """Read a network written by :meth:`save`; ``parts["linker"]`` (required) is the model directory
+        ``folder/linker`` loaded by the inference layer (a network does not load models)."""
+        linker = (parts or {}).get(LINKER_DIR)
         if linker is None:
             raise ValueError(f"{folder}: an OAK network needs its linker; load the model directory instead")
         folder = Path(folder)
         config_path, weights_path = folder / HEADS_CONFIG, folder / HEADS_WEIGHTS
-        config, tables = read_heads(folder, "oak")
+        config, tables = read_heads(folder, cls.kind)
         try:
             dims = (int(config["n_labels"]), int(config["dim"]))
             bank_shape = (int(config["n_aux"]), int(config["dim"]))

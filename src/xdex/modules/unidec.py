@@ -12,8 +12,9 @@ with ``"de"``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,12 +24,14 @@ from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.heads_storage import read_heads, write_heads
 from xdex.modules.network import Network
+from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
 SearchMode = Literal["concat", "de", "clf"]
 SEARCH_MODES: tuple[str, ...] = ("concat", "de", "clf")
 
 
+@register_network("unidec")
 class UniDECNet(Network):
     """Encoder Φ with the DE head g1 and, when ``n_labels`` is given, the CLF head g2 and classifiers Ψ."""
 
@@ -169,15 +172,15 @@ class UniDECNet(Network):
     def save_heads(self, folder: str | Path) -> None:
         """Write ``heads.json`` and ``heads.safetensors`` (g1, g2, Ψ) into ``folder``."""
         heads = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
-        write_heads(folder, "unidec", heads, {
+        write_heads(folder, self.kind, heads, {
             "dim": self.dim, "dropout": self.dropout, "search": self.search,
             "n_labels": None if self.classifier is None else self.classifier.num_embeddings,
         })
 
     @classmethod
-    def load(cls, folder: str | Path) -> UniDECNet:
+    def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> UniDECNet:
         folder = Path(folder)
-        config, heads = read_heads(folder, "unidec")
+        config, heads = read_heads(folder, cls.kind)
         try:
             net = cls(load_encoder(folder / "encoder"), int(config["dim"]), config.get("n_labels"),
                       float(config["dropout"]), cast(SearchMode, str(config["search"])))  # checked by the setter
