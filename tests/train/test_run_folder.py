@@ -66,12 +66,12 @@ def test_a_file_as_out_is_refused(data, tmp_path, xdex_train):
 
 
 def test_a_failure_before_training_leaves_no_trace(data, tmp_path, monkeypatch):
-    import xdex.methods.recipe as recipe
+    import xdex.methods.pipeline as pipeline
 
     def broken(*args, **kwargs):
         raise ValueError("the encoder cannot be built")
 
-    monkeypatch.setattr(recipe, "build_encoder", broken)
+    monkeypatch.setattr(pipeline, "build_encoder", broken)
     for out, existed in ((tmp_path / "new", False), (tmp_path / "empty", True)):
         if existed:
             out.mkdir()
