@@ -73,11 +73,11 @@ def early_concatenation(dataset: Dataset, test_links) -> Dataset:
     from xdex.data.dataset import Dataset, Split
 
     def prefixed(split, links) -> Split:
-        texts = [" ".join([*(dataset.aux_items.texts[j] for j in links[i].indices), text])
+        texts = [" ".join([*(dataset.akp_items.texts[j] for j in links[i].indices), text])
                  for i, text in enumerate(split.texts)]
         return Split(split.ids, texts, split.labels, filter=split.filter)
 
-    return Dataset(f"{dataset.name}-concat", prefixed(dataset.train, dataset.train.aux), dataset.labels,
+    return Dataset(f"{dataset.name}-concat", prefixed(dataset.train, dataset.train.akp), dataset.labels,
                    prefixed(dataset.test, test_links))
 
 
@@ -116,7 +116,7 @@ def run(dataset: Dataset, overrides: list[str], workdir: Path) -> dict:
     oak, seconds = train_model("oak", dataset, overrides, workdir)
     net = oak.net
     add(f"oak (linker top-{net.top_k})", oak.predict(test.texts, depth), seconds)
-    add("oak, oracle linker (Table 10)", net.rank(test.texts, oak.index, depth, links=test.aux), None)
+    add("oak, oracle linker (Table 10)", net.rank(test.texts, oak.index, depth, links=test.akp), None)
     k = net.top_k
     net.top_k = 1
     add("oak, linker top-1", oak.predict(test.texts, depth), None)
@@ -126,8 +126,8 @@ def run(dataset: Dataset, overrides: list[str], workdir: Path) -> dict:
     timing = latency({"ngame": ngame, "oak": oak, "oak, no augmentation": oak.with_search("encoder")}, test.texts)
 
     linked = net.linker.predict(test.texts, net.top_k)
-    has = np.flatnonzero(np.diff(test.aux.indptr) > 0)
-    linker = compute_metrics(Ranking(linked.indices[has], linked.scores[has]), test.aux[has], [1, 3])
+    has = np.flatnonzero(np.diff(test.akp.indptr) > 0)
+    linker = compute_metrics(Ranking(linked.indices[has], linked.scores[has]), test.akp[has], [1, 3])
 
     for name, extra in ABLATIONS.items():
         model, seconds = train_model("oak", dataset, [*overrides, *extra], workdir)
@@ -135,7 +135,7 @@ def run(dataset: Dataset, overrides: list[str], workdir: Path) -> dict:
 
     ids = linked.indices
     links = sp.csr_matrix((np.ones((ids >= 0).sum(), np.float32), (np.nonzero(ids >= 0)[0], ids[ids >= 0])),
-                          shape=test.aux.shape)
+                          shape=test.akp.shape)
     concat = early_concatenation(dataset, links)
     model, seconds = train_model("ngame", concat, overrides, workdir)
     add("early concatenation (Table 8)", model.predict(concat.test.texts, depth), seconds)

@@ -43,7 +43,7 @@ def _split(draw, n: int, n_labels: int, n_aux: int, values: bool) -> Split:
         ids=draw(_unique_ids(n)),
         texts=draw(st.lists(TEXT, min_size=n, max_size=n)),
         labels=draw(_matrix(n, n_labels, values)),
-        aux=draw(_matrix(n, n_aux, values)) if n_aux else None,
+        akp=draw(_matrix(n, n_aux, values)) if n_aux else None,
         filter=draw(st.none() | _matrix(n, n_labels, False)),
     )
 
@@ -63,7 +63,7 @@ def datasets(draw, values: bool = False) -> Dataset:
         train=draw(_split(n_train, n_labels, n_aux, values)),
         labels=draw(_catalogue(n_labels)),
         test=draw(_split(n_test, n_labels, n_aux, values)) if n_test else None,
-        aux_items=draw(_catalogue(n_aux)) if n_aux else None,
+        akp_items=draw(_catalogue(n_aux)) if n_aux else None,
     )
 
 
@@ -76,7 +76,7 @@ def _same_matrix(a: sp.csr_matrix | None, b: sp.csr_matrix | None) -> None:
 
 def assert_same_dataset(a: Dataset, b: Dataset) -> None:
     """Equal ids, texts, descriptions, label / aux / filter matrices and auxiliary items."""
-    for name in ("labels", "aux_items"):
+    for name in ("labels", "akp_items"):
         x, y = getattr(a, name), getattr(b, name)
         assert (x is None) == (y is None)
         if x is not None:
@@ -85,5 +85,5 @@ def assert_same_dataset(a: Dataset, b: Dataset) -> None:
     for name, x in a.splits().items():
         y = b.splits()[name]
         assert (x.ids, x.texts) == (y.ids, y.texts)
-        for field in ("labels", "aux", "filter", "features"):
+        for field in ("labels", "akp", "filter", "features"):
             _same_matrix(getattr(x, field), getattr(y, field))

@@ -16,7 +16,7 @@ def demo():
 
 def test_demo_loads(demo):
     assert demo.name == "foldoc-links" and demo.meta["layout"] == "jsonl"
-    assert demo.aux_items is None and demo.test.filter is not None
+    assert demo.akp_items is None and demo.test.filter is not None
     assert demo.labels.descs is not None
 
 

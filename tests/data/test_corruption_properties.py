@@ -74,7 +74,7 @@ def test_jsonl_corruption_is_located(folder, dataset, data):
     target = folder / "jsonl"
     save(dataset, target, "jsonl", overwrite=True, compress=compress)
     suffix = ".jsonl.gz" if compress else ".jsonl"
-    stems = ["train", "labels"] + ["test"] * (dataset.test is not None) + ["aux"] * (dataset.aux_items is not None)
+    stems = ["train", "labels"] + ["test"] * (dataset.test is not None) + ["aux"] * (dataset.akp_items is not None)
     path = target / (data.draw(st.sampled_from(stems), label="file") + suffix)
     kinds = ["truncate", "bad_json", "bad_utf8", "wrong_id", "lone_surrogate", "deep"]
     if path.name.startswith(("train", "test")):
@@ -109,8 +109,8 @@ def test_xc_raw_corruption_is_located(folder, dataset, data):
     sparse = {"trn_X_Y.txt": dataset.n_labels}
     if dataset.test is not None:
         sparse["tst_X_Y.txt"] = dataset.n_labels
-    if dataset.aux_items is not None:
-        sparse["trn_X_aux.txt"] = len(dataset.aux_items)
+    if dataset.akp_items is not None:
+        sparse["trn_X_aux.txt"] = len(dataset.akp_items)
     name = data.draw(st.sampled_from([*sorted(sparse), "trn_X.txt", "lbl_X.txt"]), label="file")
     path = target / name
     lines = _read(path)

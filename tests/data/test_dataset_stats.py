@@ -17,8 +17,8 @@ def _csr(rows: list[list[int]], n_cols: int) -> sp.csr_matrix:
 
 
 def test_small_dataset_by_hand():
-    train = Split(["a", "b", "c"], ["a b c", "d", ""], _csr([[0, 1], [1], []], 4), aux=_csr([[0], [0, 1], []], 3))
-    test = Split(["t", "u"], ["p q", "r"], _csr([[2], [1, 3]], 4), aux=_csr([[2], []], 3), filter=_csr([[0], []], 4))
+    train = Split(["a", "b", "c"], ["a b c", "d", ""], _csr([[0, 1], [1], []], 4), akp=_csr([[0], [0, 1], []], 3))
+    test = Split(["t", "u"], ["p q", "r"], _csr([[2], [1, 3]], 4), akp=_csr([[2], []], 3), filter=_csr([[0], []], 4))
     labels = Catalogue(["l0", "l1", "l2", "l3"], ["x y", "z", "w", "v u t"])
     aux = Catalogue(["m0", "m1", "m2"], ["M0", "M1", "M2"])
     stats = compute_stats(Dataset("hand", train, labels, test, aux))

@@ -36,11 +36,11 @@ def test_reads_every_part(make_folder):
     assert ds.labels.ids == ["cat", "dog", "fish"]
     assert ds.labels.texts == ["Cat", "Dog", "Fish"]
     assert ds.labels.descs == ["a small feline", "a loyal canine", ""]
-    assert ds.aux_items.ids == ["pets", "wild"] and ds.aux_items.descs is None
+    assert ds.akp_items.ids == ["pets", "wild"] and ds.akp_items.descs is None
     assert ds.train.ids == ["d0", "d1"] and ds.train.texts == ["cats and dogs", "a fish"]
     np.testing.assert_array_equal(ds.train.labels.toarray(), [[1, 1, 0], [0, 0, 1]])
-    np.testing.assert_array_equal(ds.train.aux.toarray(), [[1, 0], [0, 0]])
-    np.testing.assert_array_equal(ds.test.aux.toarray(), [[1, 1]])
+    np.testing.assert_array_equal(ds.train.akp.toarray(), [[1, 0], [0, 0]])
+    np.testing.assert_array_equal(ds.test.akp.toarray(), [[1, 1]])
     np.testing.assert_array_equal(ds.test.filter.toarray(), [[1, 0, 0]])
     assert ds.train.filter is None
 
@@ -53,7 +53,7 @@ def test_optional_parts_gzip_and_crlf(make_folder):
         }
     )
     ds = load(folder)
-    assert ds.test is None and ds.aux_items is None and ds.labels.descs is None
+    assert ds.test is None and ds.akp_items is None and ds.labels.descs is None
     assert ds.labels.ids == ["0", "1"] and ds.train.ids == ["0", "1"]
     assert ds.train.texts == ["x", ""]
     np.testing.assert_array_equal(ds.train.labels.toarray(), [[0, 1], [0, 0]])

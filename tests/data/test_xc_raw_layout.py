@@ -30,9 +30,9 @@ def test_reads_every_part(make_folder):
     np.testing.assert_array_equal(ds.train.labels.toarray(), [[1, 0.25], [0, 1], [0, 0]])
     np.testing.assert_array_equal(ds.test.labels.toarray(), [[0, 2]])
     assert (ds.labels.ids, ds.labels.texts, ds.labels.descs) == (["0", "1"], ["Shoes", "Hats"], ["things for feet", ""])
-    assert ds.aux_items.texts == ["Clothing"]
-    np.testing.assert_array_equal(ds.train.aux.toarray(), [[1], [0], [1]])
-    np.testing.assert_array_equal(ds.test.aux.toarray(), [[0]])
+    assert ds.akp_items.texts == ["Clothing"]
+    np.testing.assert_array_equal(ds.train.akp.toarray(), [[1], [0], [1]])
+    np.testing.assert_array_equal(ds.test.akp.toarray(), [[0]])
     np.testing.assert_array_equal(ds.test.filter.toarray(), [[0, 1]])
 
 

@@ -63,7 +63,7 @@ def topic_task(seed: int = 0, topics: int = 6, entities: int = 48, per_entity: i
         aux = sp.csr_matrix((np.ones(n, np.float32), (np.arange(n), topic)), shape=(n, topics))
         if not labelled:
             labels = sp.csr_matrix((n, 2 * topics), dtype=np.float32)
-        return Split([f"{prefix}{i}" for i in range(n)], texts, labels, aux=aux)
+        return Split([f"{prefix}{i}" for i in range(n)], texts, labels, akp=aux)
 
     def noisy(prefix: list[str]) -> list[str]:
         return [" ".join([*p, *rng.choice(noise, size=4)]) for p in prefix]
@@ -74,7 +74,7 @@ def topic_task(seed: int = 0, topics: int = 6, entities: int = 48, per_entity: i
     a = split(plain_topics, noisy([[]] * n_plain), True, "p")
     b = split(mentions % topics, noisy([[names[e]] for e in mentions]), False, "u")
     train = Split(a.ids + b.ids, a.texts + b.texts, sp.vstack([a.labels, b.labels]).tocsr(),
-                  aux=sp.vstack([a.aux, b.aux]).tocsr())
+                  akp=sp.vstack([a.akp, b.akp]).tocsr())
     asked = np.arange(entities).repeat(2)
     test = split(asked % topics, noisy([[names[e]] for e in asked]), True, "t")
     return Dataset("oak-topics", train, Catalogue([f"l{j}" for j in range(2 * topics)], label_names), test,
@@ -131,7 +131,7 @@ def test_the_model_directory_holds_its_linker_and_predicts_from_text(trained, to
     # the linker links the unlabelled entities' test documents to their topic
     data = xdex.data.load(topics)
     linked = model.net.linker.predict(data.test.texts, 1).indices[:, 0]
-    assert np.mean(linked == data.test.aux.indices) > 0.9
+    assert np.mean(linked == data.test.akp.indices) > 0.9
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(data.test.texts[:5]) + "\n", encoding="utf-8")
     cli("predict", str(trained / "oak"), "--input", str(texts), "--output", str(tmp_path / "pred.jsonl"), "--k", "2")
@@ -152,12 +152,12 @@ def stage2(data: Dataset, **terms) -> OakObjective:
     torch.manual_seed(0)
     net = DualEncoder(build_encoder({"type": "bag", "dim": 8, "vocab_size": 300, "weighting": "none"},
                                     data.train.texts + data.labels.texts))
-    augment = Augmentation(torch.randn(len(data.aux_items), 8))
+    augment = Augmentation(torch.randn(len(data.akp_items), 8))
     torch.nn.init.normal_(augment.combiner.out.weight, std=0.5)
     rows = np.flatnonzero(np.diff(data.train.labels.indptr) > 0)
     tokens = net.encoder.tokenize
     return OakObjective(net, augment, build_loss("triplet", margin=0.3), tokens([data.train.texts[i] for i in rows]),
-                        tokens(data.labels.texts), data.train.labels[rows], data.train.aux[rows],
+                        tokens(data.labels.texts), data.train.labels[rows], data.train.akp[rows],
                         SamplingConfig(batch_size=16, clustered=False), seed=0, **terms)
 
 
@@ -214,7 +214,7 @@ def test_the_bank_gets_gradient_only_for_the_akps_of_the_batch():
     grad = obj.augment.bank.table.weight.grad.coalesce()
     expected = sorted(set(obj.links[item[2]].indices.tolist()))
     assert sorted(grad.indices()[0].tolist()) == expected
-    assert len(expected) < len(data.aux_items) or len(item[2]) > len(data.aux_items)
+    assert len(expected) < len(data.akp_items) or len(item[2]) > len(data.akp_items)
 
 
 # -- stage 1 and the recipe ----------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_the_linker_recipe_is_ngame_with_the_oak_linker_overrides():
 def test_the_linker_task_has_the_akps_as_labels():
     data = topic_task()
     task = linker_dataset(data)
-    assert task.labels is data.aux_items and (task.train.labels != data.train.aux).nnz == 0
+    assert task.labels is data.akp_items and (task.train.labels != data.train.akp).nnz == 0
 
 
 def test_a_dataset_without_akps_is_refused_by_name(tmp_path):

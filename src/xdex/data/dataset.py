@@ -41,7 +41,8 @@ class Split:
     """One split of documents.
 
     ``labels`` is an ``N x L`` CSR matrix of relevances (1.0 unless the source says otherwise)
-    with sorted indices; ``aux`` an optional ``N x M`` CSR matrix of links to auxiliary items;
+    with sorted indices; ``akp`` an optional ``N x M`` CSR matrix of links to auxiliary knowledge pieces (AKPs,
+    OAK's auxiliary items: the ``"aux"`` links of the files);
     ``filter`` an optional ``N x L`` CSR matrix of (document, label) pairs that must be removed
     from predictions before evaluation (e.g. a document's self-link in same-universe datasets).
     ``features`` is an optional ``N x D`` CSR matrix of bag-of-words features: a dataset in the
@@ -51,7 +52,7 @@ class Split:
     ids: list[str]
     texts: list[str]
     labels: sp.csr_matrix
-    aux: sp.csr_matrix | None = None
+    akp: sp.csr_matrix | None = None
     filter: sp.csr_matrix | None = None
     features: sp.csr_matrix | None = None
 
@@ -59,7 +60,7 @@ class Split:
         n = len(self.ids)
         if len(self.texts) != n:
             raise ValueError(f"{n} ids but {len(self.texts)} texts")
-        for name in ("labels", "aux", "filter", "features"):
+        for name in ("labels", "akp", "filter", "features"):
             m = getattr(self, name)
             if m is None:
                 continue
@@ -93,7 +94,7 @@ class Dataset:
     train: Split
     labels: Catalogue
     test: Split | None = None
-    aux_items: Catalogue | None = None
+    akp_items: Catalogue | None = None
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,12 +104,12 @@ class Dataset:
                 continue
             if split.labels.shape[1] != L:
                 raise ValueError(f"{split_name} label matrix has {split.labels.shape[1]} columns for {L} labels")
-            if split.aux is not None:
-                if self.aux_items is None:
+            if split.akp is not None:
+                if self.akp_items is None:
                     raise ValueError(f"{split_name} has auxiliary links but the dataset has no auxiliary items")
-                if split.aux.shape[1] != len(self.aux_items):
+                if split.akp.shape[1] != len(self.akp_items):
                     raise ValueError(
-                        f"{split_name} aux matrix has {split.aux.shape[1]} columns for {len(self.aux_items)} items"
+                        f"{split_name} AKP link matrix has {split.akp.shape[1]} columns for {len(self.akp_items)} items"
                     )
         if self.test is not None:
             train_d, test_d = (s.features.shape[1] if s.features is not None else None for s in (self.train, self.test))

@@ -48,9 +48,9 @@ def read(folder: Path, log: ProblemLog) -> Dataset | None:
         if paths[stem] is None:
             log.add(folder, None, f"missing {stem}.jsonl (or {stem}.jsonl.gz)")
     labels = _read_catalogue(paths["labels"], "label", log) if paths["labels"] else None
-    aux_items = _read_catalogue(paths["aux"], "auxiliary item", log) if paths["aux"] else None
+    akp_items = _read_catalogue(paths["aux"], "auxiliary item", log) if paths["aux"] else None
     n_labels = len(labels) if labels is not None else None
-    n_aux = len(aux_items) if aux_items is not None else None
+    n_aux = len(akp_items) if akp_items is not None else None
     splits = {
         name: _read_split(path, n_labels, n_aux, log) for name in ("train", "test") if (path := paths[name]) is not None
     }
@@ -58,7 +58,7 @@ def read(folder: Path, log: ProblemLog) -> Dataset | None:
     if log or labels is None:
         return None
     splits = {name: replace(split, filter=filters.get(name)) for name, split in splits.items()}
-    return Dataset(folder.name, splits["train"], labels, splits.get("test"), aux_items)
+    return Dataset(folder.name, splits["train"], labels, splits.get("test"), akp_items)
 
 
 def _read_catalogue(path: Path, what: str, log: ProblemLog) -> Catalogue:
@@ -104,7 +104,7 @@ def _read_split(path: Path, n_labels: int | None, n_aux: int | None, log: Proble
     check_ids(ids, path, log, "key")
     label_matrix = to_csr(Rows.from_lists(labels), n_labels, path, 1, log, "label")
     aux_matrix = to_csr(Rows.from_lists(aux), n_aux, path, 1, log, "auxiliary item") if n_aux is not None else None
-    return Split(ids, texts, label_matrix, aux=aux_matrix)
+    return Split(ids, texts, label_matrix, akp=aux_matrix)
 
 
 def files(dataset: Dataset, compress: bool = False) -> dict[str, Iterable[str]]:
@@ -117,15 +117,15 @@ def files(dataset: Dataset, compress: bool = False) -> dict[str, Iterable[str]]:
         if split.filter is not None:
             out[FILTER_FILES[name][0]] = format_filter(split.filter)
     out["labels" + suffix] = _catalogue_lines(dataset.labels)
-    if dataset.aux_items is not None:
-        out["aux" + suffix] = _catalogue_lines(dataset.aux_items)
+    if dataset.akp_items is not None:
+        out["aux" + suffix] = _catalogue_lines(dataset.akp_items)
     return out
 
 
 def _check_writable(name: str, split: Split) -> None:
     if split.features is not None:
         raise ValueError(f"the {name} split has bag-of-words features, which the jsonl layout cannot hold")
-    for what, matrix in (("label", split.labels), ("auxiliary item", split.aux)):
+    for what, matrix in (("label", split.labels), ("auxiliary item", split.akp)):
         if matrix is not None and np.any(matrix.data != 1):
             raise ValueError(
                 f"the {name} split has {what} relevances other than 1, which the jsonl layout cannot hold; "
@@ -140,8 +140,8 @@ def _row_ids(matrix: sp.csr_matrix, r: int) -> list[int]:
 def _split_lines(split: Split) -> Iterator[str]:
     for r, (key, text) in enumerate(zip(split.ids, split.texts, strict=True)):
         row = {"id": r, "key": key, "text": text, "labels": _row_ids(split.labels, r)}
-        if split.aux is not None:
-            row["aux"] = _row_ids(split.aux, r)
+        if split.akp is not None:
+            row["aux"] = _row_ids(split.akp, r)
         yield json.dumps(row, ensure_ascii=False)
 
 

@@ -131,7 +131,7 @@ def save(
             raise ValueError(f"the {name} split has no documents")
     if dataset.n_labels == 0:
         raise ValueError("the dataset has no labels")
-    if dataset.aux_items is not None and len(dataset.aux_items) == 0:
+    if dataset.akp_items is not None and len(dataset.akp_items) == 0:
         raise ValueError("the dataset has an empty list of auxiliary items")
     if layout == "jsonl":
         files, owned = jsonl.files(dataset, compress), jsonl.owned_files()

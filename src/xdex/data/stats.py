@@ -86,9 +86,9 @@ def _split_stats(split: Split, name: str) -> dict[str, float | int]:
         f"avg_words_per_point{suffix}": _words(split.texts),
         f"n_{name}_points_without_label": int(np.sum(_row_counts(split.labels) == 0)),
     }
-    if split.aux is not None:
-        out[f"avg_aux_per_point{suffix}"] = _mean(split.aux.nnz, n)
-        out[f"frac_points_with_aux{suffix}"] = _mean(int(np.sum(_row_counts(split.aux) > 0)), n)
+    if split.akp is not None:
+        out[f"avg_aux_per_point{suffix}"] = _mean(split.akp.nnz, n)
+        out[f"frac_points_with_aux{suffix}"] = _mean(int(np.sum(_row_counts(split.akp) > 0)), n)
     if split.features is not None:
         out[f"avg_features_per_point{suffix}"] = _mean(split.features.nnz, n)
     return out
@@ -120,13 +120,13 @@ def compute_stats(dataset: Dataset) -> dict[str, float | int | str]:
     for name, split in dataset.splits().items():
         if split.filter is not None:
             stats[f"n_filter_pairs_{name}"] = int(split.filter.nnz)
-    if dataset.aux_items is not None:
-        stats["n_aux"] = len(dataset.aux_items)
-        if train.aux is not None:
-            per_aux = np.bincount(train.aux.indices, minlength=len(dataset.aux_items))
+    if dataset.akp_items is not None:
+        stats["n_aux"] = len(dataset.akp_items)
+        if train.akp is not None:
+            per_aux = np.bincount(train.akp.indices, minlength=len(dataset.akp_items))
             seen = int(np.sum(per_aux > 0))
             stats["n_aux_seen_in_train"] = seen
-            stats["avg_points_per_aux"] = _mean(train.aux.nnz, seen)
+            stats["avg_points_per_aux"] = _mean(train.akp.nnz, seen)
     if train.features is not None:
         stats["n_features"] = train.features.shape[1]
     ordered = {key: stats[key] for key in CAPTIONS if key in stats}

@@ -43,18 +43,18 @@ def read(folder: Path, log: ProblemLog) -> Dataset | None:
     labels = _read_catalogue(folder, LABEL_TEXTS, "lbl", "label", log)
     if labels is None:
         log.add(folder, None, "missing lbl_X.txt (or Y.txt), the label texts")
-    aux_items = _read_catalogue(folder, ("aux_X.txt",), "aux", "auxiliary item", log)
+    akp_items = _read_catalogue(folder, ("aux_X.txt",), "aux", "auxiliary item", log)
     splits = {}
     for name, stem in SPLITS.items():
         if (folder / f"{stem}_X.txt").is_file():
-            splits[name] = _read_split(folder, stem, labels, aux_items, log)
+            splits[name] = _read_split(folder, stem, labels, akp_items, log)
         elif name == "train" or (folder / f"{stem}_X_Y.txt").is_file():
             log.add(folder, None, f"missing {stem}_X.txt, the {name} texts")
     filters = read_filters(folder, {name: len(split) for name, split in splits.items()}, _size(labels), log)
     if log or labels is None:
         return None
     splits = {name: replace(split, filter=filters.get(name)) for name, split in splits.items()}
-    return Dataset(folder.name, splits["train"], labels, splits.get("test"), aux_items)
+    return Dataset(folder.name, splits["train"], labels, splits.get("test"), akp_items)
 
 
 def _size(catalogue: Catalogue | None) -> int | None:
@@ -93,7 +93,7 @@ def _read_catalogue(folder: Path, names: Sequence[str], stem: str, what: str, lo
 
 
 def _read_split(
-    folder: Path, stem: str, labels: Catalogue | None, aux_items: Catalogue | None, log: ProblemLog
+    folder: Path, stem: str, labels: Catalogue | None, akp_items: Catalogue | None, log: ProblemLog
 ) -> Split:
     texts_path = folder / f"{stem}_X.txt"
     texts = read_lines(texts_path, log)
@@ -108,12 +108,12 @@ def _read_split(
     aux_path = folder / f"{stem}_X_aux.txt"
     aux_matrix = None
     if aux_path.is_file():
-        if aux_items is None:
+        if akp_items is None:
             log.add(aux_path, None, "links to auxiliary items, but the folder has no aux_X.txt")
-        aux_matrix = read_sparse(aux_path, n, texts_path.name, _size(aux_items), log, "auxiliary item")
-    elif aux_items is not None:
-        aux_matrix = sp.csr_matrix((n, len(aux_items)))
-    return Split(ids, texts, label_matrix, aux=aux_matrix)
+        aux_matrix = read_sparse(aux_path, n, texts_path.name, _size(akp_items), log, "auxiliary item")
+    elif akp_items is not None:
+        aux_matrix = sp.csr_matrix((n, len(akp_items)))
+    return Split(ids, texts, label_matrix, akp=aux_matrix)
 
 
 def read_sparse(
@@ -147,13 +147,13 @@ def files(dataset: Dataset) -> dict[str, Iterable[str]]:
             raise ValueError(f"the {name} split has bag-of-words features, which the xc-raw layout cannot hold")
         out |= _item_files(stem, split.ids, split.texts, None, f"{name} document")
         out[f"{stem}_X_Y.txt"] = _sparse_lines(split.labels)
-        if split.aux is not None:
-            out[f"{stem}_X_aux.txt"] = _sparse_lines(split.aux)
+        if split.akp is not None:
+            out[f"{stem}_X_aux.txt"] = _sparse_lines(split.akp)
         if split.filter is not None:
             out[FILTER_FILES[name][0]] = format_filter(split.filter)
     out |= _item_files("lbl", dataset.labels.ids, dataset.labels.texts, dataset.labels.descs, "label")
-    if dataset.aux_items is not None:
-        aux = dataset.aux_items
+    if dataset.akp_items is not None:
+        aux = dataset.akp_items
         out |= _item_files("aux", aux.ids, aux.texts, aux.descs, "auxiliary item")
     return out
 

@@ -140,10 +140,10 @@ def check_oak(config: RecipeConfig) -> None:
 
 def akp_links(dataset: Dataset) -> tuple[sp.csr_matrix, Catalogue]:
     """The training documents' links to auxiliary knowledge pieces (AKPs) and the pieces' catalogue."""
-    if dataset.train.aux is None or dataset.aux_items is None:
+    if dataset.train.akp is None or dataset.akp_items is None:
         raise ValueError(f"{dataset.name}: OAK needs auxiliary knowledge pieces (an aux.jsonl catalogue and "
                          '"aux" links in the training rows); this dataset has none')
-    return dataset.train.aux, dataset.aux_items
+    return dataset.train.akp, dataset.akp_items
 
 
 def _oak(run: Run) -> OakConfig:

@@ -330,7 +330,7 @@ class OakNet(DualEncoder):
         tables.update({name: getattr(self, name).float() for name in TABLES})
         self.linker.save(Path(folder) / LINKER_DIR)
         write_heads(folder, self.kind, tables, {
-            "dim": self.dim, "n_labels": self.n_labels, "n_aux": self.augment.bank.size,
+            "dim": self.dim, "n_labels": self.n_labels, "n_akp": self.augment.bank.size,
             "pooling": self.augment.combiner.pooling, "top_k": self.top_k, "threshold": self.threshold,
             "candidates": self.candidates, "search": self.search,
         })
@@ -347,7 +347,8 @@ class OakNet(DualEncoder):
         config, tables = read_heads(folder, cls.kind)
         try:
             dims = (int(config["n_labels"]), int(config["dim"]))
-            bank_shape = (int(config["n_aux"]), int(config["dim"]))
+            n_akp = config["n_akp"] if "n_akp" in config else config["n_aux"]  # n_aux: written by xdex 0.1.0
+            bank_shape = (int(n_akp), int(config["dim"]))
             top_k, candidates = int(config["top_k"]), int(config["candidates"])
             threshold = None if config["threshold"] is None else float(config["threshold"])
             search = str(config["search"])
