@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,6 +59,29 @@ def test_a_changed_missing_or_resized_file_is_refused_by_name(copy_model):
     weights.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 0xFF]))
     with pytest.raises(ValueError, match="is missing; the model directory is damaged"):
         DualEncoderModel.load(folder)
+
+
+def test_each_file_is_hashed_once_when_loading_and_saving(copy_model, tmp_path, monkeypatch):
+    """meta.json's checksums cover the index files, so the index's own checksums are not computed again."""
+    import xdex.index.storage as storage
+    import xdex.inference.model as model_module
+
+    hashed: list[str] = []
+
+    def counting(path):
+        hashed.append(Path(path).as_posix())
+        return real(path)
+
+    real = storage.file_digest
+    monkeypatch.setattr(storage, "file_digest", counting)
+    monkeypatch.setattr(model_module, "file_digest", counting)
+    model = DualEncoderModel.load(copy_model("ngame"))
+    assert hashed and len(hashed) == len(set(hashed))
+    hashed.clear()
+    model.save(tmp_path / "again")
+    assert hashed and len(hashed) == len(set(hashed))
+    assert meta_of(tmp_path / "again")["files"] == {
+        name: file_record(tmp_path / "again" / name) for name in meta_of(tmp_path / "again")["files"]}
 
 
 def test_model_directories_without_checksums_still_load(copy_model, caplog):

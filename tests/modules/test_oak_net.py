@@ -7,6 +7,7 @@ Notation: x the document embedding, 𝒦(a) an AKP's bank row, α the combiner's
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -255,3 +256,15 @@ def test_query_vectors_without_texts_are_refused():
     net = small_net(FixedLinker([0], [1.0]))
     with pytest.raises(ValueError, match="raw texts"):
         net.query_vectors(net.encoder.tokenize(TEXTS))
+
+
+def test_a_network_written_by_xdex_0_1_0_still_loads(tmp_path):
+    """xdex 0.1.0 recorded the AK bank's size as ``n_aux`` in heads.json; it is now ``n_akp``."""
+    net = small_net(linker_model(tmp_path))
+    net.save(tmp_path / "net")
+    path = tmp_path / "net" / "heads.json"
+    settings = json.loads(path.read_text())
+    settings["n_aux"] = settings.pop("n_akp")
+    path.write_text(json.dumps(settings))
+    loaded = OakNet.load(tmp_path / "net", {"linker": FixedLinker([0], [1.0])})
+    assert loaded.augment.bank.size == net.augment.bank.size

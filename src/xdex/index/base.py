@@ -75,13 +75,15 @@ class Index(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls: type[IndexT], folder: str | os.PathLike[str]) -> IndexT:
-        """Read an index written by :meth:`save`."""
+    def load(cls: type[IndexT], folder: str | os.PathLike[str], verify: bool = True) -> IndexT:
+        """Read an index written by :meth:`save` (``verify``: check its files' checksums)."""
 
     @classmethod
-    def _from_meta(cls: type[IndexT], folder: str | os.PathLike[str], **overrides: Any) -> tuple[IndexT, int]:
-        """An empty index with the settings saved in ``folder``, and the number of items saved."""
-        meta = read_meta(folder, cls.kind)
+    def _from_meta(cls: type[IndexT], folder: str | os.PathLike[str], verify: bool = True, **overrides: Any
+                   ) -> tuple[IndexT, int]:
+        """An empty index with the settings saved in ``folder``, and the number of items saved (``verify``: check
+        the files' checksums)."""
+        meta = read_meta(folder, cls.kind, verify)
         try:
             count = meta["count"]
             if not isinstance(count, int) or count < 0:

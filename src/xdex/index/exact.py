@@ -150,8 +150,8 @@ class ExactIndex(Index):
         write_meta(path, self.kind, meta, ["vectors.npy", "ids.npy"])
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> ExactIndex:
-        index, count = cls._from_meta(folder)
+    def load(cls, folder: str | os.PathLike[str], verify: bool = True) -> ExactIndex:
+        index, count = cls._from_meta(folder, verify)
         index._stored = load_array(Path(folder) / "vectors.npy", np.float32, (count, index.dim), mmap=True)
         index._ids = load_array(Path(folder) / "ids.npy", np.int64, (count,))
         return index

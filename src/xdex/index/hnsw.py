@@ -129,11 +129,13 @@ class HNSWIndex(Index):
 
     @classmethod
     def load(
-        cls, folder: str | os.PathLike[str], ef_search: int | None = None, num_threads: int | None = None
+        cls, folder: str | os.PathLike[str], verify: bool = True, *, ef_search: int | None = None,
+        num_threads: int | None = None,
     ) -> HNSWIndex:
-        """Read a saved index; ``ef_search`` and ``num_threads`` override the saved values."""
+        """Read a saved index; ``ef_search`` and ``num_threads`` override the saved values; ``verify``: check the
+        graph file's checksum."""
         overrides = {"ef_search": ef_search, "num_threads": num_threads}
-        index, count = cls._from_meta(folder, **{k: v for k, v in overrides.items() if v is not None})
+        index, count = cls._from_meta(folder, verify, **{k: v for k, v in overrides.items() if v is not None})
         path = Path(folder) / GRAPH_NAME
         index._graph = hnswlib.Index(space="ip", dim=index.dim)
         try:

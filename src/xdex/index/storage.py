@@ -65,8 +65,9 @@ def write_meta(folder: Path, kind: str, meta: dict[str, Any], files: list[str]) 
     atomic_write_text(folder / META_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def read_meta(folder: str | os.PathLike[str], kind: str | None = None) -> dict[str, Any]:
-    """Read and check ``index.json`` of a saved index (of ``kind`` when given) and its file checksums."""
+def read_meta(folder: str | os.PathLike[str], kind: str | None = None, verify: bool = True) -> dict[str, Any]:
+    """Read and check ``index.json`` of a saved index (of ``kind`` when given), that its files are there and,
+    if ``verify``, their checksums (a caller that checked them already passes False)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"index folder {folder} does not exist")
@@ -92,6 +93,6 @@ def read_meta(folder: str | os.PathLike[str], kind: str | None = None) -> dict[s
         data = folder / name
         if not data.is_file():
             raise corrupt(data, f"missing (listed in {META_NAME})")
-        if file_digest(data) != digest:
+        if verify and file_digest(data) != digest:
             raise corrupt(data, f"checksum differs from {META_NAME}: the file is corrupt or from another save")
     return meta

@@ -36,7 +36,7 @@ import yaml
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.config import ConfigError, read_yaml
 from xdex.index import ExactIndex, Index, load_index
-from xdex.index.storage import file_digest
+from xdex.index.storage import file_digest, read_meta
 from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
 from xdex.jsonfile import parse_json_line, read_json, write_json
 from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no training code
@@ -197,7 +197,9 @@ class DualEncoderModel:
         if added is not None:  # vectors for another search mode are recomputed
             vectors = added.vectors if added.vectors is not None else _new_label_vectors(net, added.texts, 512)
             ids, texts = ids + added.keys, texts + added.texts
-        return cls(net, ids, texts, emb, load_index(folder / INDEX_DIR), config, meta, vectors)
+        # the index's own checksums are checked only where meta.json does not already cover its files
+        index = load_index(folder / INDEX_DIR, verify=verify and files is None)
+        return cls(net, ids, texts, emb, index, config, meta, vectors)
 
 
 def _read_meta(folder: Path) -> dict:
@@ -262,7 +264,9 @@ def _written_files(folder: Path, model_subfolders: Sequence[str]) -> dict[str, d
     paths = [folder / name for name in TOP_FILES if (folder / name).is_file()]
     for sub in (ENCODER_DIR, INDEX_DIR):
         paths += sorted(p for p in (folder / sub).rglob("*") if p.is_file())
-    out = {p.relative_to(folder).as_posix(): file_record(p) for p in paths}
+    digests = read_meta(folder / INDEX_DIR, verify=False)["files"]  # the index's own, hashed as it wrote them
+    out = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": digests[p.name]}
+           if p.parent == folder / INDEX_DIR and p.name in digests else file_record(p) for p in paths}
     for sub in model_subfolders:  # written just now, with a record of their own
         out[f"{sub}/{MARKER}"] = file_record(folder / sub / MARKER)
         for name, record in read_json(folder / sub / MARKER)[FILES].items():
