@@ -1,7 +1,7 @@
 # Two commands set everything up on a fresh machine with Python >= 3.10:
 #   make demo   creates .venv, installs xdex, runs the demo on the bundled dataset
 #   make test   creates .venv with the test extras, lints and type-checks src/ (ruff, mypy), runs the test suite
-#   make lint   only the lint and type checks (configured in pyproject.toml)
+#   make lint   only the lint (src, tests) and type checks (configured in pyproject.toml)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -24,7 +24,7 @@ demo: install
 	$(BIN)/xdex demo
 
 lint: install
-	$(BIN)/ruff check src
+	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
 test: install lint

@@ -32,8 +32,8 @@ def assert_same_ranking(a_indices, a_scores, b_indices, b_scores, rtol: float = 
 
 def _check_row(row: int, ai, asc, bi, bsc, rtol: float, atol: float) -> None:
     """Every label of ``a`` has its score in ``b``, or ties with ``b``'s last kept score."""
-    b_score_of = dict(zip(bi.tolist(), bsc.tolist()))
-    for label, score in zip(ai.tolist(), asc.tolist()):
+    b_score_of = dict(zip(bi.tolist(), bsc.tolist(), strict=False))
+    for label, score in zip(ai.tolist(), asc.tolist(), strict=False):
         if label in b_score_of:
             assert _close(score, b_score_of[label], rtol, atol), (row, label, score, b_score_of[label])
         else:  # cut at k in b: only a label tied with b's last kept score

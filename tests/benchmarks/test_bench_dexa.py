@@ -4,8 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from benchmarks import bench_dexa
+
 from xdex.data import Catalogue, Dataset, Split
 
 NO_VALIDATION = ("data.validation_size=0", "encoder.dim=8")

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from benchmarks import bench_metrics
 from benchmarks.harness import update_section
 

@@ -6,8 +6,8 @@ import pytest
 
 import xdex.data
 from xdex.data.synthetic import memorisation_task
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")

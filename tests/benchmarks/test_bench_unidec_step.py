@@ -3,7 +3,6 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from benchmarks import bench_unidec_step
 
 SMALL = ["sampling.batch_size=32", "sampling.beta=2", "sampling.hard_negatives=3", "encoder.vocab_size=2000"]
@@ -54,7 +53,7 @@ def test_label_draws_follow_the_log_uniform_law(bench):
     draws = bench.log_uniform_labels(200_000, 3, np.random.default_rng(3))
     # P(l) = log((l + 2)/(l + 1)) / log(L + 1) with L = 3: log 2 / log 4, log 1.5 / log 4, log(4/3) / log 4
     expected = [0.5, 0.2925, 0.2075]
-    assert [math.log((l + 2) / (l + 1)) / math.log(4) for l in range(3)] == pytest.approx(expected, abs=1e-4)
+    assert [math.log((j + 2) / (j + 1)) / math.log(4) for j in range(3)] == pytest.approx(expected, abs=1e-4)
     assert np.bincount(draws, minlength=3) / len(draws) == pytest.approx(expected, abs=0.005)
     assert (bench.log_uniform_labels(1000, 1, np.random.default_rng(4)) == 0).all()
 

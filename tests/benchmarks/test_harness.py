@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from benchmarks import harness
 from torch import nn
 
-from benchmarks import harness
 from xdex.train import OptimConfig, TrainerConfig
 
 
@@ -53,7 +53,8 @@ def test_machine_line_parts():
 
 
 def test_command_line_as_the_docs_show_it():
-    assert harness.command_line("benchmarks.bench_x", ["--set", "a=b c"]) == "python -m benchmarks.bench_x --set 'a=b c'"
+    expected = "python -m benchmarks.bench_x --set 'a=b c'"
+    assert harness.command_line("benchmarks.bench_x", ["--set", "a=b c"]) == expected
     assert harness.command_line("benchmarks.bench_x", [], prefix="X=1 ") == "X=1 python -m benchmarks.bench_x"
 
 
@@ -82,7 +83,8 @@ class Regression:
 
 def test_step_trainer_runs_trainer_steps():
     objective = Regression()
-    config = TrainerConfig(optim=OptimConfig(lr=0.5, warmup_ratio=0.0, schedule="constant"), device="cpu", progress=False)
+    config = TrainerConfig(optim=OptimConfig(lr=0.5, warmup_ratio=0.0, schedule="constant"), device="cpu",
+                           progress=False)
     trainer = harness.step_trainer(objective, config, total_steps=20)
     batch = torch.arange(4)
     before = float(objective.loss(batch).detach())

@@ -1,8 +1,8 @@
 """Property: a corrupted file of a valid dataset is reported at the right file and line.
 
 A random dataset is written (jsonl, plain or gzip, or xc-raw), one line of one of its files is
-damaged in a random way (including a text with a lone surrogate and a value nested 100,000 deep), and loading must raise DataFormatError while validation names that
-file and line, never any other exception.
+damaged in a random way (including a text with a lone surrogate and a value nested 100,000 deep), and
+loading must raise DataFormatError while validation names that file and line, never any other exception.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_format_pairs():
 )
 def test_format_then_parse_is_identity(rows):
     ids = [sorted(r) for r in rows]
-    values = [[r[c] for c in cols] for r, cols in zip(rows, ids)]
+    values = [[r[c] for c in cols] for r, cols in zip(rows, ids, strict=False)]
     m = to_csr(Rows.from_lists(ids, values), 21, PATH, 1, ProblemLog(), "x")
     log = ProblemLog()
     back = to_csr(parse_pairs(list(format_pairs(m)), PATH, 1, log), 21, PATH, 1, log, "x")

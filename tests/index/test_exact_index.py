@@ -6,10 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
-from ranking_asserts import assert_same_ranking
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
 from xdex.index import ExactIndex, Index
@@ -235,7 +235,7 @@ def test_concurrent_first_searches_after_adds_agree():
         for part in np.array_split(x, 30):
             index.add(part)
         with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda _: index.search(q, 4), range(8)))
+            results = list(pool.map(lambda _, index=index: index.search(q, 4), range(8)))
         assert len(index) == 300 and index._consolidated()[0].shape == (300, 8)
         for scores, ids in results:
             np.testing.assert_array_equal(ids, expected[1])

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from xdex.data.synthetic import memorisation_task
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 
 TINY = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=0",
         "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]

@@ -15,8 +15,8 @@ from ranking_asserts import assert_same_ranking
 
 import xdex
 from xdex.inference import DualEncoderModel, Predictor, ScoredLabel, retrieve
-from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
 from xdex.inference import predictor as predictor_module
+from xdex.inference.added_labels import ADDED_LABELS, KeyConflict
 from xdex.inference.predictor import WRITER_LOCK, ReadOnlyError, _batches
 
 NO_LOCKS = pytest.mark.skipif(sys.platform == "win32", reason="no file locks on Windows")
@@ -52,11 +52,11 @@ def test_predictions_are_the_model_ranking_with_keys_and_texts(model_dir, texts)
     expected = model.predict(texts, 5)
     predicted = xdex.Predictor(model_dir, batch_size=16).predict(texts, k=5)
     assert len(predicted) == len(texts)
-    for row, scores, labels in zip(expected.indices, expected.scores, predicted):
+    for row, scores, labels in zip(expected.indices, expected.scores, predicted, strict=False):
         assert_same_ranking([row], [scores], [[label.index for label in labels]], [[label.score for label in labels]])
         assert all(label.key == model.label_ids[label.index] and label.text == model.label_texts[label.index]
                    for label in labels)
-        assert all(a.score >= b.score for a, b in zip(labels, labels[1:]))  # best first
+        assert all(a.score >= b.score for a, b in zip(labels, labels[1:], strict=False))  # best first
 
 
 def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):

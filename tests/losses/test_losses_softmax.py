@@ -88,11 +88,11 @@ def test_decoupled_softmax_gradient_matches_appendix_c2(tau):
     expected = np.zeros_like(x)
     for i in range(x.shape[0]):
         neg_sum = np.exp(x[i][~G_MASK[i]]).sum()
-        for l in range(x.shape[1]):
-            if G_MASK[i, l]:
-                expected[i, l] = -(1 - np.exp(x[i, l]) / (np.exp(x[i, l]) + neg_sum))
+        for c in range(x.shape[1]):
+            if G_MASK[i, c]:
+                expected[i, c] = -(1 - np.exp(x[i, c]) / (np.exp(x[i, c]) + neg_sum))
             else:
-                expected[i, l] = sum(np.exp(x[i, l]) / (np.exp(x[i, j]) + neg_sum) for j in np.flatnonzero(G_MASK[i]))
+                expected[i, c] = sum(np.exp(x[i, c]) / (np.exp(x[i, j]) + neg_sum) for j in np.flatnonzero(G_MASK[i]))
     expected = expected / tau / 3
     actual = _grad(DecoupledSoftmax(temperature=tau), G_SCORES, G_MASK)
     np.testing.assert_allclose(actual, expected, rtol=1e-10, atol=1e-12)

@@ -12,9 +12,9 @@ import json
 
 import numpy as np
 import pytest
-from ranking_asserts import assert_same_ranking
 import scipy.sparse as sp
 import torch
+from ranking_asserts import assert_same_ranking
 from safetensors.numpy import load_file
 from torch import nn
 from typer.testing import CliRunner
@@ -24,14 +24,14 @@ import xdex.methods.classifiers as classifiers
 from xdex.cli import app
 from xdex.data.synthetic import memorisation_task
 from xdex.encoders.factory import build_encoder
-from xdex.inference.model import DualEncoderModel
 from xdex.index.retrieval import retrieve
+from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
 from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
+from xdex.methods.pipeline import build_objective, train, trainer_settings
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe
-from xdex.methods.pipeline import build_objective, train, trainer_settings
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
 from xdex.modules import AuxiliaryVectors, DualEncoder
 from xdex.train import Trainer, TrainerConfig

@@ -10,8 +10,8 @@ from xdex.data.synthetic import memorisation_task
 from xdex.encoders.factory import build_encoder
 from xdex.methods.full_label import FullLabelObjective
 from xdex.methods.objective import DualEncoderObjective
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import build_objective, train
+from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics
 
 FULL = Path(str(resources.files("xdex") / "configs" / "dexml-full.yaml"))

@@ -271,6 +271,6 @@ def test_two_process_oak_training_writes_one_model_as_good_as_one_process(traine
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("model written to") == 1
-    assert (out / "linker" / "meta.json").is_file() and not [p for p in out.rglob("*.tmp")]
+    assert (out / "linker" / "meta.json").is_file() and not list(out.rglob("*.tmp"))
     two, one = evaluate(out, topics), evaluate(trained / "oak", topics)
     assert abs(two["P@1"] - one["P@1"]) <= 5.0 and two["P@1"] > 85.0

@@ -55,14 +55,14 @@ def test_loss_backpropagates_and_state_round_trips():
     assert set(obj.epoch_stats()) == {"avg_pool_size", "avg_positives_in_pool"}
     other = _objective()
     other.load_state_dict(obj.state_dict())
-    assert all(np.array_equal(a, b) for a, b in zip(other.clusters, obj.clusters))
+    assert all(np.array_equal(a, b) for a, b in zip(other.clusters, obj.clusters, strict=False))
     assert np.array_equal(other.negatives.shortlist, obj.negatives.shortlist)
 
 
 def test_batches_are_deterministic():
     a, b = _objective(first_refresh=0), _objective(first_refresh=0)
     a.start_epoch(0), b.start_epoch(0)
-    for x, y in zip(a.batches(0), b.batches(0)):
+    for x, y in zip(a.batches(0), b.batches(0), strict=False):
         assert np.array_equal(a.make_batch(x).label_ids, b.make_batch(y).label_ids)
 
 

@@ -17,9 +17,9 @@ import xdex.data
 from xdex.cli import app
 from xdex.data.synthetic import memorisation_task
 from xdex.inference.model import DualEncoderModel
+from xdex.methods.pipeline import train
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe
-from xdex.methods.pipeline import train
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
 
 runner = CliRunner()

@@ -64,6 +64,7 @@ def test_renamed_settings_are_named_and_recipes_written_before_still_read(tmp_pa
         load_recipe("unidec", overrides=["heads.lam=0.3", "loss.lam=1"])
     assert load_recipe("unidec", overrides=["heads.de_weight=0.3"]).heads.de_weight == 0.3
     old = {"heads": {"lam": 0.3, "classifier_loss": {"name": "symmetric", "lam": 0.2}}, "loss": {"lam": 1.0}}
-    assert upgrade_names(old) == {"heads": {"de_weight": 0.3, "classifier_loss": {"name": "symmetric", "q2l_weight": 0.2}},
-                                  "loss": {"q2l_weight": 1.0}}
+    assert upgrade_names(old) == {
+        "heads": {"de_weight": 0.3, "classifier_loss": {"name": "symmetric", "q2l_weight": 0.2}},
+        "loss": {"q2l_weight": 1.0}}
     assert old["heads"]["lam"] == 0.3  # the recipe given is left as it is

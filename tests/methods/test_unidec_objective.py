@@ -91,7 +91,7 @@ def whole_batch(obj):
 # -- references from the paper's formulas ---------------------------------------------------------------
 def paln(scores, mask, tau):
     rows = []
-    for s, m in zip(scores, mask):
+    for s, m in zip(scores, mask, strict=False):
         if m.any():
             log_softmax = s / tau - np.log(np.exp(s / tau).sum())
             rows.append(-log_softmax[m].sum() / m.sum())
@@ -153,7 +153,8 @@ def test_loss_is_lambda_mix_of_the_de_and_classifier_psl_losses(tokenizer):
 
 
 def test_depsl_loss_is_the_de_loss_alone(tokenizer):
-    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, classifiers=False, de_weight=0.4)
+    obj = make_objective(tokenizer, QUERIES_1, Y_1, beta=1, eta=1, shortlist=SHORTLIST_1, classifiers=False,
+                         de_weight=0.4)
     assert obj.net.clf_head is None and obj.net.classifier is None
     loss = obj.loss(whole_batch(obj))
     s_d, _ = heads_by_hand(obj, QUERIES_1, list(range(6)))

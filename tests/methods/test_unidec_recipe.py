@@ -17,8 +17,8 @@ import time
 import numba
 import numpy as np
 import pytest
-from ranking_asserts import assert_same_ranking
 import torch
+from ranking_asserts import assert_same_ranking
 from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
@@ -27,11 +27,11 @@ from xdex.cli import app
 from xdex.data.bundled import resolve_source
 from xdex.data.synthetic import memorisation_task
 from xdex.inference.model import DualEncoderModel
+from xdex.jsonfile import read_json
+from xdex.methods.pipeline import train
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe
-from xdex.methods.pipeline import train
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
-from xdex.jsonfile import read_json
 
 runner = CliRunner()
 FAST = ["trainer.epochs=4", "trainer.eval_every=2", "sampling.first_refresh=1", "sampling.refresh_every=2",

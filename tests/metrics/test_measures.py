@@ -109,7 +109,7 @@ def reference_metrics(rows, truth_rows, k, q):
     """The formulas of the module docstring, one document at a time."""
     n = len(rows)
     p = ndcg = r = psp = psp_best = psn = psn_best = 0.0
-    for ranked, true in zip(rows, truth_rows):
+    for ranked, true in zip(rows, truth_rows, strict=False):
         true = set(true)
         top = ranked[:k]
         gains = [1.0 if label in true else 0.0 for label in top]
@@ -117,13 +117,13 @@ def reference_metrics(rows, truth_rows, k, q):
         ideal = sum(disc[: min(k, len(true))])
         best = sorted((q[label] for label in true), reverse=True)[:k]
         p += sum(gains) / k
-        psp += sum(g * q[label] for g, label in zip(gains, top)) / k
+        psp += sum(g * q[label] for g, label in zip(gains, top, strict=False)) / k
         psp_best += sum(best) / k
         if true:
-            ndcg += sum(g * d for g, d in zip(gains, disc)) / ideal
+            ndcg += sum(g * d for g, d in zip(gains, disc, strict=False)) / ideal
             r += sum(gains) / len(true)
-            psn += sum(g * q[label] * d for g, label, d in zip(gains, top, disc)) / ideal
-            psn_best += sum(b * d for b, d in zip(best, disc)) / ideal
+            psn += sum(g * q[label] * d for g, label, d in zip(gains, top, disc, strict=False)) / ideal
+            psn_best += sum(b * d for b, d in zip(best, disc, strict=False)) / ideal
     return {
         f"P@{k}": 100 * p / n,
         f"nDCG@{k}": 100 * ndcg / n,

@@ -51,7 +51,7 @@ def test_empty_and_truncated_files_are_refused_with_the_counts(tmp_path):
 
 def test_deep_nesting_and_lone_surrogates_are_located(tmp_path):
     path = tmp_path / "p.jsonl"
-    good = ['{"id": %d, "labels": [], "scores": []}' % i for i in range(3)]
+    good = [f'{{"id": {i}, "labels": [], "scores": []}}' for i in range(3)]
     path.write_text("\n".join([good[0], "[" * 100000, '{"id": 1, "labels": [], "scores": [], "x": "\\ud800"}',
                                *good[1:]]) + "\n")
     assert problems_of(path) == [f"{path}:2: not valid JSON: nested too deeply",
@@ -150,7 +150,8 @@ def test_unknown_extension_and_missing_file(tmp_path):
 def test_numbers_beyond_float_or_int_conversion_are_located(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"id": 0, "labels": [1], "scores": [1' + "0" * 400 + ']}\n'
-                    '{"id": 1, "labels": [1], "scores": [-1' + "0" * 400 + ']}\n{"id": 2, "labels": [], "scores": []}\n')
+                    '{"id": 1, "labels": [1], "scores": [-1' + "0" * 400 + ']}\n'
+                    '{"id": 2, "labels": [], "scores": []}\n')
     assert problems_of(path) == [f"{path}:1: score 1000000000000000000000000000000000000... at position 0 is beyond "
                                  "the range of a float",
                                  f"{path}:2: score -100000000000000000000000000000000000... at position 0 is beyond "

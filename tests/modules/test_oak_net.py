@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 import pytest
-from ranking_asserts import assert_same_ranking
 import scipy.sparse as sp
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ranking_asserts import assert_same_ranking
 
 from xdex.encoders.factory import build_encoder
 from xdex.index import ExactIndex

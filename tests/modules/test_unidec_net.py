@@ -98,7 +98,7 @@ def test_dropout_acts_in_train_mode_only(tokenizer):
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("concat", [[d + c for d, c in zip(dr, cr)] for dr, cr in zip(DE_COS, CLF_COS)]),
+    ("concat", [[d + c for d, c in zip(dr, cr, strict=False)] for dr, cr in zip(DE_COS, CLF_COS, strict=False)]),
     ("de", DE_COS),
     ("clf", CLF_COS),
 ])

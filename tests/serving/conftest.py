@@ -9,14 +9,14 @@ import pytest
 
 from xdex.data.synthetic import memorisation_task
 from xdex.inference import Predictor
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from xdex.serving import create_app  # noqa: E402
+from xdex.serving import create_app
 
 TINY = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=0",
         "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]

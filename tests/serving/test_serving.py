@@ -10,9 +10,9 @@ import pytest
 from xdex.inference import DualEncoderModel, Predictor
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from xdex.serving import MAX_K, MAX_TEXTS, create_app  # noqa: E402
+from xdex.serving import MAX_K, MAX_TEXTS, create_app
 
 
 def test_predict_returns_the_predictor_ranking_in_the_wire_format(client, predictor, toy):
@@ -21,7 +21,7 @@ def test_predict_returns_the_predictor_ranking_in_the_wire_format(client, predic
     assert response.status_code == 200
     body = response.json()
     assert list(body) == ["predictions"] and len(body["predictions"]) == 2
-    for got, expected in zip(body["predictions"], predictor.predict(texts, 3)):
+    for got, expected in zip(body["predictions"], predictor.predict(texts, 3), strict=False):
         assert [set(item) for item in got] == [{"id", "text", "score"}] * 3
         assert [item["id"] for item in got] == [label.key for label in expected]
         assert [item["text"] for item in got] == [label.text for label in expected]

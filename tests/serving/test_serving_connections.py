@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from xdex.serving import Limits, create_app, make_server  # noqa: E402
+from xdex.serving import Limits, create_app, make_server
 
 PATIENCE = 30.0  # seconds a test waits for what the server should do in about one
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from xdex.inference import Predictor  # noqa: E402
-from xdex.serving import MAX_K, Limits, create_app  # noqa: E402
+from xdex.inference import Predictor
+from xdex.serving import MAX_K, Limits, create_app
 
 LIMITS = Limits(max_texts=8, max_text_chars=200, max_body_bytes=20_000)
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,7 +123,7 @@ def check_added(predictor, client, body: bytes, response, before: int) -> None:
         return
     request, ids = json.loads(body), response.json()["ids"]
     assert len(ids) == len(request["texts"]) and predictor.n_labels == before + len(ids)
-    for label_id, text in zip(ids, request["texts"]):
+    for label_id, text in zip(ids, request["texts"], strict=False):
         label = client.get(f"/labels/{quote(label_id, safe='')}").json()
         assert label["id"] == label_id and label["text"].strip() == text.strip()  # as sent, up to surrounding space
 

@@ -12,11 +12,11 @@ import pytest
 from xdex.inference import Predictor
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from xdex.cli import serve as serve_cli  # noqa: E402
-from xdex.inference.added_labels import MAX_KEY_CHARS  # noqa: E402
-from xdex.serving import MAX_ERRORS, MAX_TEXT_CHARS, Limits, create_app, read_token, validation_errors  # noqa: E402
+from xdex.cli import serve as serve_cli
+from xdex.inference.added_labels import MAX_KEY_CHARS
+from xdex.serving import MAX_ERRORS, MAX_TEXT_CHARS, Limits, create_app, read_token, validation_errors
 
 TOKEN = "s3cret-token-of-32-characters-xx"
 

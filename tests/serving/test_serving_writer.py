@@ -14,9 +14,9 @@ from xdex.inference import Predictor
 from xdex.inference.predictor import ReadOnlyError
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from xdex.serving import create_app  # noqa: E402
+from xdex.serving import create_app
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="no file locks on Windows")
 

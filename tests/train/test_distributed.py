@@ -306,7 +306,8 @@ def test_two_ranks_train_like_one_process(ranks_training, tmp_path, name):
         for k, v in ref["params"].items():
             assert torch.allclose(res["params"][k], v, atol=1e-5), k
         refreshed = res["objective"]
-        assert all(np.array_equal(a, b) for a, b in zip(refreshed["clusters"], ref["objective"]["clusters"]))
+        assert all(np.array_equal(a, b)
+                   for a, b in zip(refreshed["clusters"], ref["objective"]["clusters"], strict=True))
         assert np.array_equal(refreshed["shortlist"], ref["objective"]["shortlist"])
     rank0, rank1 = ranks_training[0][name], ranks_training[1][name]
     assert rank0["steps"] == rank1["steps"] and len(rank0["steps"]) == 4  # same parameters before every step

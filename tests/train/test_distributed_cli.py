@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from xdex.data import load
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 
 SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000"]
 
@@ -32,7 +32,7 @@ def test_two_process_train_writes_one_model_directory_as_good_as_one_process(tmp
     records = (out / "training" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in records] == [1, 2]
     assert not (out / "training" / "checkpoint.pt").exists()
-    assert not [p for p in out.rglob("*.tmp")]
+    assert not list(out.rglob("*.tmp"))
 
     one = train(load("demo"), load_recipe("ngame", overrides=SETTINGS + ["trainer.progress=false"]), tmp_path / "one")
     assert meta["n_train"] == one.meta["n_train"]

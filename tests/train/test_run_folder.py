@@ -9,8 +9,8 @@ from cli_runner import xdex_cli
 
 import xdex.data
 from xdex.data.synthetic import memorisation_task
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 from xdex.train.run_folder import RunFolderError, refusal, remove_stale_temporaries
 
 QUICK = ["--set", "trainer.epochs=1", "--set", "sampling.batch_size=64", "--set", "data.validation_size=50",
