@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xdex.cluster import balanced_kmeans
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio, label_centroids
 
 
@@ -43,12 +44,25 @@ def test_head_label_partitioning_by_hand():
     y = sp.csr_matrix((np.ones(9), (rows, cols)), shape=(4, 10))
     z = np.random.default_rng(0).standard_normal((10, 3))
     ids = cluster_labels(z, y, num_clusters=8, head_threshold=2)
-    # K̂ = 3 head labels (0, 2, 4) get ids 0, 1, 2 in label order; the other 7 labels share the
-    # largest power of two <= 8 - 3 = 5, i.e. 4 clusters with ids 3..6, of 1 or 2 labels each
+    # K̂ = 3 head labels (0, 2, 4) get ids 0, 1, 2 in label order; the other 7 labels would share 8 - 3 = 5
+    # clusters, made from 8 balanced ones, which 7 labels cannot fill: they share the 4 below, ids 3..6
     assert ids[[0, 2, 4]].tolist() == [0, 1, 2]
     tail = ids[[1, 3, 5, 6, 7, 8, 9]]
     assert set(tail.tolist()) == {3, 4, 5, 6}
     assert sorted(np.bincount(tail - 3).tolist()) == [1, 2, 2, 2]
+
+
+def test_the_other_labels_get_the_k_minus_k_hat_clusters_left():
+    # label 0 and label 1 have 2 training points (head labels at 2), labels 2..9 none: K = 8, K̂ = 2, and the
+    # 8 other labels share 8 - 2 = 6 clusters: 8 balanced clusters of one label, the first 2 sibling pairs merged
+    y = sp.csr_matrix((np.ones(4), ([0, 1, 0, 1], [0, 0, 1, 1])), shape=(2, 10))
+    z = np.random.default_rng(1).standard_normal((10, 3))
+    ids = cluster_labels(z, y, num_clusters=8, head_threshold=2)
+    assert ids[:2].tolist() == [0, 1]
+    assert sorted(np.bincount(ids[2:] - 2).tolist()) == [1, 1, 1, 1, 2, 2]
+    balanced = balanced_kmeans(z[2:], num_clusters=8)
+    merged = np.where(balanced < 4, balanced // 2, balanced - 2)  # pairs (0, 1) and (2, 3) become 0 and 1
+    np.testing.assert_array_equal(ids[2:] - 2, merged)
 
 
 @settings(max_examples=25, deadline=None)
@@ -65,11 +79,16 @@ def test_property_head_labels_have_private_clusters(n_labels, log_k, threshold, 
     ids = cluster_labels(z, y, k, head_threshold=threshold, method=method, doc_embeddings=x, seed=seed)
     n_head = int(head.sum())
     np.testing.assert_array_equal(ids[head], np.arange(n_head))
-    tail_k = 1 << ((k - n_head).bit_length() - 1)
-    assert ids[~head].min() >= n_head and ids[~head].max() < n_head + tail_k <= k
-    if method != "kmeans":
-        sizes = np.bincount(ids[~head] - n_head, minlength=tail_k)
-        assert sizes.max() - sizes.min() <= 1
+    n_tail, target = int((~head).sum()), k - n_head
+    power = 1 << (target - 1).bit_length()
+    if method == "kmeans":  # spherical k-means into K - K̂ clusters may leave an id unused
+        assert ids[~head].min() >= n_head and ids[~head].max() < k
+    elif power <= n_tail:  # K - K̂ clusters: balanced ones, some pairs of siblings merged
+        sizes = np.bincount(ids[~head] - n_head)
+        assert len(sizes) == target and sizes.min() >= n_tail // power and sizes.max() <= 2 * -(-n_tail // power)
+    else:  # too few labels for the next power of two: the power of two below K - K̂
+        sizes = np.bincount(ids[~head] - n_head)
+        assert len(sizes) == 1 << (target.bit_length() - 1) and sizes.max() - sizes.min() <= 1
 
 
 def test_label_centroids_by_hand():

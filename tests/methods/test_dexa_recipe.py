@@ -27,13 +27,14 @@ from xdex.encoders.factory import build_encoder
 from xdex.index.retrieval import retrieve
 from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
-from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, train_classifiers
+from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, keep_augmented_labels, train_classifiers
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.pipeline import build_objective, train, trainer_settings
+from xdex.methods.plugin import Run
 from xdex.methods.popularity import PopularityBaseline
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
-from xdex.modules import AuxiliaryVectors, DualEncoder
+from xdex.modules import AuxiliaryVectors, ClassifierFusionNet, DualEncoder
 from xdex.train import Trainer, TrainerConfig
 from xdex.train.optim import build_optimizers
 
@@ -281,7 +282,7 @@ def test_module_ii_starts_the_classifiers_at_the_augmented_embeddings_and_mines_
     z = net.embed(labels)
     z_hat = augmented(z, a, aux.assignment)
     torch.testing.assert_close(fused.classifiers, z_hat, rtol=1e-6, atol=1e-7)  # w_l ← ẑ_l, no step taken
-    torch.testing.assert_close(fused.label_embeddings, z)  # the label-similarity side is E(z_l), without a
+    torch.testing.assert_close(fused.label_embeddings, z_hat, rtol=1e-6, atol=1e-7)  # Module I's ẑ_l is kept
     assert fused.alpha == 0.25 and fused.encoder is net.encoder
     (objective_ii,) = built
     expected = shortlist_by_hand(net.embed(queries).numpy(), z_hat.numpy(), ds.train.labels, 5)
@@ -349,7 +350,8 @@ def test_search_modes_are_the_module_i_embeddings_the_classifiers_and_their_alph
     assert sorted(tables) == ["classifiers", "label_embeddings"]
     z, w = tables["label_embeddings"], tables["classifiers"]
     plain = DualEncoder(model.net.encoder)  # Module I's network: the encoder is frozen after it
-    np.testing.assert_allclose(z, plain.embed(tokens(plain, model.label_texts)).numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(z, axis=1), 1.0, atol=1e-5)  # ẑ_l = N(E(z_l) + a_{C(l)}) ...
+    assert not np.allclose(z, plain.embed(tokens(plain, model.label_texts)).numpy(), atol=1e-3)  # ... not E(z_l)
 
     texts = demo.test.texts[:300]
     q = plain.embed(tokens(plain, texts)).numpy()
@@ -419,6 +421,25 @@ def test_an_aux_section_adds_auxiliary_vectors_to_other_recipes(method, tmp_path
     assert model.meta["method"] == method and model.predict(ds.test.texts[:5], 3).indices.shape == (5, 3)
     for path in (tmp_path / method).rglob("*.safetensors"):
         assert not any("aux" in name for name in load_file(str(path))), path
+    # a dual encoder keeps Module I's ẑ as its label vectors; UniDEC's heads keep their own
+    assert isinstance(model.net, ClassifierFusionNet) == (method == "dexml")
+
+
+def test_without_module_ii_the_model_keeps_the_augmented_label_embeddings():
+    """The saved label vectors are ẑ_l = N(E(z_l) + a_{C(l)}) (DEXA Sec. 4), not E(z_l)."""
+    ds = tiny_dataset(64)
+    cfg = load_recipe("dexml", overrides=[*TINY, "aux.clusters=8", "aux.head_threshold=0"])
+    torch.manual_seed(0)
+    encoder = build_encoder(cfg.encoder, ds.train.texts + ds.labels.texts)
+    queries, labels = encoder.tokenize(ds.train.texts), encoder.tokenize(ds.labels.texts)
+    net, obj = build_objective(cfg, encoder, queries, labels, ds.train.labels)
+    a = random_vectors(obj.aux)
+    run = Run(cfg, ds.train.labels, [], [], encoder=encoder, queries=queries, labels=labels, net=net, objective=obj)
+    keep_augmented_labels(run)
+    z_hat = augmented(net.embed(labels), a, obj.aux.assignment)
+    assert isinstance(run.net, ClassifierFusionNet) and run.net.search == "de"
+    torch.testing.assert_close(run.net.label_vectors(labels), z_hat, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(run.net.query_vectors(queries), net.embed(queries))  # queries get no vector
 
 
 @pytest.mark.parametrize("method", ["unidec", "depsl"])

@@ -41,7 +41,7 @@ def cluster_labels(
     ``label_embeddings`` ``[L, D]``: Z̃; ``train_labels`` ``[N, L]``: the training label matrix;
     ``num_clusters`` K: a power of two in ``[1, L]``. With ``head_threshold`` t > 0 (DEXA uses 50), the
     K̂ labels with at least t training points get the private clusters ``0 .. K̂-1`` in label order and
-    the other labels share the ``2**floor(log2(K - K̂))`` clusters after them, so ``K' <= K``.
+    the other labels share the ``K - K̂`` clusters after them (:func:`tail_clusters`), so ``K' <= K``.
     ``method``: ``"balanced"`` (balanced k-means over Z̃), ``"kmeans"`` (spherical k-means over Z̃,
     which may leave an id unused) or ``"centroids"`` (balanced k-means over the label centroids X̃,
     needs ``doc_embeddings`` ``[N, D]``). Deterministic for a given ``seed``.
@@ -68,18 +68,34 @@ def cluster_labels(
         if len(x) != y.shape[0]:
             raise ValueError(f"{len(x)} document embeddings for the {y.shape[0]} rows of train_labels")
         z = label_centroids(y, x, z)
-    tail_k = 1 << ((k - n_head).bit_length() - 1)
     tail = np.flatnonzero(~head)
+    tail_k = k - n_head
     if method == "kmeans":
         tail_ids = kmeans(z[tail], tail_k, seed=seed)
     else:
-        tail_ids = balanced_kmeans(z[tail], num_clusters=tail_k, seed=seed)
+        tail_ids = tail_clusters(z[tail], tail_k, seed)
+        tail_k = int(tail_ids.max()) + 1
     ids = np.empty(n_labels, dtype=np.int64)
     ids[head] = np.arange(n_head)
     ids[tail] = n_head + tail_ids
     log.info("label clusters (%s): %d private head clusters + %d clusters of %d other labels",
              method, n_head, tail_k, len(tail))
     return ids
+
+
+def tail_clusters(z: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """``k`` balanced clusters of the rows of ``z`` (any ``k`` up to their number): balanced 2-means into the next
+    power of two P ≥ k, then the first P − k pairs of sibling clusters (2i, 2i + 1: the closest, as they were
+    split last) merged. Head label partitioning leaves K − K̂ clusters to the other labels, rarely a power of
+    two; rounding down to one would take up to half of them away."""
+    if k < 1 or k > len(z):
+        raise ValueError(f"cannot make {k} clusters of {len(z)} labels")
+    power = 1 << (k - 1).bit_length()
+    if power > len(z):  # too few rows for the next power of two: the power of two below k
+        return balanced_kmeans(z, num_clusters=1 << (k.bit_length() - 1), seed=seed)
+    ids = balanced_kmeans(z, num_clusters=power, seed=seed)
+    merged = power - k  # pairs merged: clusters 2i and 2i + 1 become i for i < merged
+    return np.where(ids < 2 * merged, ids // 2, ids - merged)
 
 
 def label_centroids(train_labels: sp.csr_matrix, doc_embeddings: np.ndarray, fallback: np.ndarray) -> np.ndarray:

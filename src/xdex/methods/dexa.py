@@ -89,7 +89,8 @@ def train_classifiers(
     validation: tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None] | None = None,
     resume: bool = False,
 ) -> ClassifierFusionNet:
-    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6), then fused."""
+    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6), then fused
+    with ẑ_l, the label embeddings Module I learnt: α·w_l + (1 − α)·ẑ_l."""
     if not isinstance(net, DualEncoder):
         raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
     x = net.embed(queries, embed_batch_size)
@@ -99,13 +100,13 @@ def train_classifiers(
     alpha = config.fusion
     if alpha is None and validation is not None:
         tokens, y_valid, pairs = validation
-        alpha, by_alpha = choose_fusion(net.embed(tokens, embed_batch_size).numpy(), z.numpy(), w.numpy(),
+        alpha, by_alpha = choose_fusion(net.embed(tokens, embed_batch_size).numpy(), z_hat.numpy(), w.numpy(),
                                         y_valid, pairs)
         log.info("fusion weight α = %.1f chosen on validation (%s)", alpha,
                  ", ".join(f"{a:.1f}: {m:.2f}" for a, m in by_alpha.items()))
     elif alpha is None:
         alpha = 0.5
-    return ClassifierFusionNet(net.encoder, z, w, float(alpha))
+    return ClassifierFusionNet(net.encoder, z_hat, w, float(alpha))  # Module I's ẑ is kept (DEXA Sec. 4)
 
 
 def attach_aux(run: Run) -> None:
@@ -118,6 +119,21 @@ def attach_aux(run: Run) -> None:
     aux, recluster = build_aux(config.aux, run.net, queries, labels, run.train_labels,
                                config.sampling.embed_batch_size, config.trainer.seed)
     run.objective.attach_aux(aux, recluster, config.aux.recluster_every)
+    if type(run.net) is DualEncoder:  # validation ranks the labels by ẑ, as the trained model will
+        net, batch = run.net, config.sampling.embed_batch_size
+        run.validation_labels = lambda: aux.augment_all(net.label_vectors(labels, batch)).numpy()
+
+
+def keep_augmented_labels(run: Run) -> None:
+    """After the fit, without Module II: the model keeps ẑ_l = N(E(z_l) + a_{C(l)}) as its label embeddings
+    (DEXA Sec. 4: "the augmented label embeddings are preserved"), stored as Module II with no epochs would
+    leave them (w = ẑ). UniDEC heads keep their own label vectors."""
+    _, _, labels = run.inputs()
+    if run.config.classifiers is not None or type(run.net) is not DualEncoder:
+        return
+    assert isinstance(run.objective, DualEncoderObjective) and run.objective.aux is not None  # attach_aux's
+    z_hat = run.objective.aux.augment_all(run.net.label_vectors(labels, run.config.sampling.embed_batch_size))
+    run.net = ClassifierFusionNet(run.net.encoder, z_hat, z_hat, alpha=0.0, search="de")
 
 
 def aux_lr(config: RecipeConfig) -> dict[str, float]:
@@ -146,5 +162,5 @@ def check_classifiers(config: RecipeConfig) -> None:
                          "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
 
 
-register(Plugin("aux", AuxConfig, lr_groups=aux_lr, before_fit=(attach_aux,)))
+register(Plugin("aux", AuxConfig, lr_groups=aux_lr, before_fit=(attach_aux,), after_fit=(keep_augmented_labels,)))
 register(Plugin("classifiers", ClassifierConfig, check=check_classifiers, after_fit=(module_ii,)))

@@ -155,7 +155,10 @@ def _evaluator(run: Run):
 
     def evaluate() -> dict[str, float]:
         assert run.net is not None and run.labels is not None
-        z = run.net.label_vectors(run.labels, batch).numpy()
+        if run.validation_labels is not None:
+            z = run.validation_labels()
+        else:
+            z = run.net.label_vectors(run.labels, batch).numpy()
         if run.validation_queries is not None:
             q = run.validation_queries()
         else:

@@ -77,6 +77,7 @@ class Run:
     labels: TokenizedTexts | None = None
     validation: Validation | None = None
     validation_queries: Callable[[], np.ndarray] | None = None  # query vectors of validation (default: the net's)
+    validation_labels: Callable[[], np.ndarray] | None = None  # label vectors of validation (default: the net's)
     net: Network | None = None
     objective: Objective | None = None
     trainer: Trainer | None = None
