@@ -2,11 +2,12 @@
 
 What is implemented:
 
-* **Features.** scikit-learn's ``TfidfVectorizer`` fitted on the training texts: sublinear tf
-  (``1 + ln tf``), smoothed idf (``ln((1 + n) / (1 + df)) + 1``), unit-length rows; word unigrams and
-  bigrams (words of one or more letters or digits, lower-cased), and character n-grams within word boundaries (``char_wb``) where the words of the data are
-  mostly unique (headword-like titles, whose words occur in one text only). With both, the two blocks are
-  stacked side by side (``scipy.sparse.hstack``) and each row is scaled to unit length again.
+* **Features.** scikit-learn's ``TfidfVectorizer`` fitted on the training texts: sublinear tf (``1 + ln tf``),
+  smoothed idf (``ln((1 + n) / (1 + df)) + 1``), unit-length rows; word unigrams and bigrams (words of one or
+  more letters or digits, lower-cased), and character n-grams within word boundaries (``char_wb``) where the
+  words of the data are mostly unique (headword-like titles, whose words occur in one text only). With both,
+  the two blocks are stacked side by side (``scipy.sparse.hstack``) and each row is scaled to unit length
+  again.
 * **The rule for character n-grams** (``analyzer="auto"``, :func:`choose_analyzer`): the *unique-word
   share* of the training texts is the share of their word occurrences whose word occurs in one training
   text only (:func:`unique_word_share`). At or above ``LexicalConfig.unique_word_threshold`` (0.2) the
@@ -31,9 +32,11 @@ What is implemented:
   (hinge loss) node scores, averaged over the trees, also in [0, 1] but not calibrated probabilities.
   A text with no feature in the vocabulary gets an empty row: ids ``-1`` and scores ``-inf``, as the
   padding of :class:`xdex.metrics.Ranking`.
-* **Determinism.** TF-IDF is deterministic. napkinXC is deterministic given ``seed`` (its k-means and
-  LIBLINEAR use that seed, for any thread count). Omikuji has no seed: its k-means starts from random
-  points, so two fits may differ slightly.
+* **Determinism.** TF-IDF is deterministic. napkinXC's label tree is deterministic given ``seed``; its node
+  classifiers (LIBLINEAR) shuffle with the C library's ``rand()``, which is seeded from ``seed`` before
+  training, so a fit with ``threads=1`` (the default) is repeatable; with more threads the nodes draw from
+  that one generator in a racing order and the weights differ slightly between fits. Omikuji has no seed:
+  its k-means starts from random points, so two fits may differ slightly.
 * **Files** (:meth:`LexicalModel.save`): ``meta.json`` (format name and version, the config, the chosen
   analyzers, counts, SHA-256 of every other file and of the training data), per analyzer
   ``vocab_<name>.json`` (the terms, in column order) and ``idf_<name>.npz`` (numpy, no pickle), and
@@ -226,6 +229,7 @@ class _NapkinPLT:
         model = PLT(str(folder), loss="log" if loss == "log" else "l2", liblinear_c=c, ensemble=trees,
                     weights_threshold=config.weight_threshold, max_leaves=config.max_leaf,
                     seed=config.seed, threads=config.threads, verbose=0)
+        _seed_c_rand(config.seed)
         model.fit(x, y)
         model.load()  # into memory: the folder is temporary
         return cls(model)
@@ -483,7 +487,8 @@ class LexicalModel:
                     raise ValueError(f"{folder / name}: not listed in {META}")
             terms = read_json(folder / f"vocab_{block}.json")
             idf = _read_npz(folder / f"idf_{block}.npz", "idf")
-            if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms) or len(set(terms)) != len(terms):
+            distinct = isinstance(terms, list) and all(isinstance(t, str) for t in terms)
+            if not distinct or len(set(terms)) != len(terms):
                 raise ValueError(f"{folder / f'vocab_{block}.json'}: expected a list of distinct terms")
             if idf.shape != (len(terms),):
                 raise ValueError(f"{folder / f'idf_{block}.npz'}: {idf.shape[0]} idf values for {len(terms)} terms")
@@ -506,6 +511,16 @@ class LexicalModel:
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
+
+def _seed_c_rand(seed: int) -> None:
+    """Seed the C library's ``rand()``, from which LIBLINEAR (inside napkinXC) draws its coordinate order; napkinXC
+    seeds only its own generators. Without it two fits in one process differ; where there is no C library to
+    reach (not Linux or macOS), nothing is done."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        ctypes.CDLL(None).srand(ctypes.c_uint(seed & 0xFFFFFFFF))
+
 
 def _fingerprint(texts: Sequence[str], labels: sp.csr_matrix) -> str:
     """SHA-256 of the training texts and label matrix (first 16 hex digits)."""
@@ -530,10 +545,10 @@ def _read_tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _write_npz(path: Path, **arrays: np.ndarray) -> None:
+def _write_npz(path: Path, idf: np.ndarray) -> None:
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         plain = Path(tmp) / "a.npz"
-        np.savez(plain, **arrays)  # numeric arrays only: readable with allow_pickle=False
+        np.savez(plain, idf=idf)  # a numeric array: readable with allow_pickle=False
         atomic_write_bytes(path, plain.read_bytes())
 
 
