@@ -216,31 +216,45 @@ class _Classifier(Protocol):
 
 
 class _NapkinPLT:
-    """napkinXC's PLT, trained from a CSR matrix into a folder of its own binary files."""
+    """napkinXC's PLT, trained from a CSR matrix into a folder of its own binary files.
 
-    def __init__(self, model: Any) -> None:
+    napkinXC reads some files of a model when it predicts (the trees of an ensemble), so the model keeps a
+    private copy of its folder for as long as it lives.
+    """
+
+    def __init__(self, model: Any, folder: tempfile.TemporaryDirectory[str]) -> None:
         self.model = model
+        self._folder = folder
 
     @classmethod
-    def fit(cls, x: sp.csr_matrix, y: list[list[int]], config: LexicalConfig, folder: Path) -> _NapkinPLT:
+    def fit(cls, x: sp.csr_matrix, y: list[list[int]], config: LexicalConfig) -> _NapkinPLT:
+        folder = tempfile.TemporaryDirectory(prefix="xdex-napkinxc-")
+        model = cls._plt(folder.name, config)
+        _seed_c_rand(config.seed)
+        model.fit(x, y)
+        model.load()
+        return cls(model, folder)
+
+    @classmethod
+    def load(cls, source: Path, config: LexicalConfig) -> _NapkinPLT:
+        folder = tempfile.TemporaryDirectory(prefix="xdex-napkinxc-")
+        shutil.copytree(source, folder.name, dirs_exist_ok=True)
+        model = cls._plt(folder.name, config)  # napkinXC reads the layout (e.g. the ensemble) from these settings
+        model.load()
+        return cls(model, folder)
+
+    @staticmethod
+    def _plt(folder: str, config: LexicalConfig) -> Any:
         from napkinxc.models import PLT
 
         loss, c, trees = config.resolved()
-        model = PLT(str(folder), loss="log" if loss == "log" else "l2", liblinear_c=c, ensemble=trees,
-                    weights_threshold=config.weight_threshold, max_leaves=config.max_leaf,
-                    seed=config.seed, threads=config.threads, verbose=0)
-        _seed_c_rand(config.seed)
-        model.fit(x, y)
-        model.load()  # into memory: the folder is temporary
-        return cls(model)
+        return PLT(folder, loss="log" if loss == "log" else "l2", liblinear_c=c, ensemble=trees,
+                   weights_threshold=config.weight_threshold, max_leaves=config.max_leaf,
+                   seed=config.seed, threads=config.threads, verbose=0)
 
-    @classmethod
-    def load(cls, folder: Path, config: LexicalConfig) -> _NapkinPLT:
-        from napkinxc.models import PLT
-
-        model = PLT(str(folder), threads=config.threads, verbose=0)
-        model.load()
-        return cls(model)
+    @property
+    def path(self) -> Path:
+        return Path(self._folder.name)
 
     def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
         return list(self.model.predict_proba(x, top_k=k))
@@ -376,10 +390,11 @@ class LexicalModel:
         with tempfile.TemporaryDirectory(prefix="xdex-lexical-") as tmp:
             work = Path(tmp)
             if self.config.classifier == "napkinxc-plt":
-                self._classifier = _NapkinPLT.fit(x, rows, self.config, work / CLASSIFIER_DIR)
+                plt = _NapkinPLT.fit(x, rows, self.config)
+                self._classifier, self._files = plt, _read_tree(plt.path)
             else:
                 self._classifier = _Omikuji.fit(x, rows, self.n_labels, self.config, work)
-            self._files = _read_tree(work / CLASSIFIER_DIR)
+                self._files = _read_tree(work / CLASSIFIER_DIR)
         logger.info("lexical model: %d features (%s), %d labels, %s", self.n_features, "+".join(self.blocks),
                     self.n_labels, self.config.classifier)
         return self
