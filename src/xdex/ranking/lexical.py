@@ -1,0 +1,592 @@
+"""The lexical channel: TF-IDF features of the texts and per-label sparse linear classifiers on them.
+
+What is implemented:
+
+* **Features.** scikit-learn's ``TfidfVectorizer`` fitted on the training texts: sublinear tf (``1 + ln tf``),
+  smoothed idf (``ln((1 + n) / (1 + df)) + 1``), unit-length rows; word unigrams and bigrams (words of one or
+  more letters or digits, lower-cased), and character n-grams within word boundaries (``char_wb``) where the
+  words of the data are mostly unique (headword-like titles, whose words occur in one text only). With both,
+  the two blocks are stacked side by side (``scipy.sparse.hstack``) and each row is scaled to unit length
+  again.
+* **The rule for character n-grams** (``analyzer="auto"``, :func:`choose_analyzer`): the *unique-word
+  share* of the training texts is the share of their word occurrences whose word occurs in one training
+  text only (:func:`unique_word_share`). At or above ``LexicalConfig.unique_word_threshold`` (0.2) the
+  features are words + characters, below it words only. On the shared datasets the share is 0.03-0.05 for
+  the long-text sets (foldoc-links, debian-debtags, gcide-links) and 0.37 / 0.89 for the title sets
+  (foldoc-links-titles, gcide-links-titles), where 44% / 95% of validation texts have no word feature at
+  ``min_df=2``; docs/benchmarks.md ("Lexical channel") measures both feature sets on every dataset.
+* **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
+  ``napkinxc-plt`` (default), napkinXC's probabilistic label tree (Jasinska-Kobus et al., 2020:
+  hierarchical 2-means label tree, L2-regularised logistic regression in each node by LIBLINEAR, weights
+  below ``weight_threshold`` pruned, exact top-k search); ``omikuji-parabel`` / ``omikuji-bonsai``,
+  Omikuji's Parabel (Prabhu et al., 2018) and Bonsai (Khandagale et al., 2020) forests. The default was
+  chosen by measurement on validation splits carved from the training data of the five shared datasets
+  (``python -m benchmarks.bench_lexical``; table in docs/benchmarks.md): napkinXC's PLT is as accurate as
+  Omikuji's Parabel / Bonsai within about a point of P@1 and PSP@5 on four of the five sets,
+  trains several times faster at one tree, predicts from a CSR matrix in one call (Omikuji's Python API
+  takes one text at a time and trains only from a file), is deterministic given its seed (Omikuji has
+  no seed), and its log loss makes the scores probabilities.
+* **Scores.** ``napkinxc-plt`` with ``loss="log"``: PLT estimates of ``P(label relevant | text)``, the
+  product of the node probabilities on the label's path, in [0, 1] and comparable across texts and
+  labels. Omikuji: the product along the path of ``sigmoid`` (log loss) or ``exp(-max(0, 1 - w.x)^2)``
+  (hinge loss) node scores, averaged over the trees, also in [0, 1] but not calibrated probabilities.
+  A text with no feature in the vocabulary gets an empty row: ids ``-1`` and scores ``-inf``, as the
+  padding of :class:`xdex.metrics.Ranking`.
+* **Determinism.** TF-IDF is deterministic. napkinXC's label tree is deterministic given ``seed``; its node
+  classifiers (LIBLINEAR) shuffle with the C library's ``rand()``, which is seeded from ``seed`` before
+  training, so a fit with ``threads=1`` (the default) is repeatable; with more threads the nodes draw from
+  that one generator in a racing order and the weights differ slightly between fits. Omikuji has no seed:
+  its k-means starts from random points, so two fits may differ slightly.
+* **Files** (:meth:`LexicalModel.save`): ``meta.json`` (format name and version, the config, the chosen
+  analyzers, counts, SHA-256 of every other file and of the training data), per analyzer
+  ``vocab_<name>.json`` (the terms, in column order) and ``idf_<name>.npz`` (numpy, no pickle), and
+  ``classifier/`` in the library's own binary format (napkinXC: ``args.bin``, ``tree.bin``,
+  ``weights.bin``; Omikuji: ``settings.json`` and ``tree*.cbor``), which neither library reads with pickle.
+  The folder is written beside the target and renamed into place. Nothing is ever unpickled: the
+  vectorizers are rebuilt from their vocabulary and idf at load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.preprocessing import normalize
+
+from xdex.atomic import atomic_write_bytes
+from xdex.jsonfile import read_json, write_json
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "xdex-lexical"
+FORMAT_VERSION = 1
+"""Version of the folder format written by :meth:`LexicalModel.save`; loading another version is refused."""
+
+ANALYZERS = ("auto", "word", "char", "word+char")
+CLASSIFIERS = ("napkinxc-plt", "omikuji-parabel", "omikuji-bonsai")
+META = "meta.json"
+CLASSIFIER_DIR = "classifier"
+TOKEN_PATTERN = r"(?u)\b\w+\b"
+"""Words: runs of one or more word characters (scikit-learn's default drops one-character words)."""
+
+# library defaults for the settings left at None in LexicalConfig: (loss, C, trees)
+_PRESETS: dict[str, tuple[str, float, int]] = {
+    "napkinxc-plt": ("log", 10.0, 1),
+    "omikuji-parabel": ("hinge", 1.0, 3),
+    "omikuji-bonsai": ("hinge", 1.0, 3),
+}
+
+
+@dataclass
+class LexicalConfig:
+    """Settings of a :class:`LexicalModel`; the defaults are the measured choice (docs/benchmarks.md)."""
+
+    analyzer: str = "auto"
+    """``word``, ``char`` (``char_wb`` n-grams), ``word+char`` (both, stacked), or ``auto``: words + characters
+    when the training texts' unique-word share is at least ``unique_word_threshold``, else words."""
+    word_ngrams: tuple[int, int] = (1, 2)
+    """Smallest and largest word n-gram."""
+    char_ngrams: tuple[int, int] = (2, 5)
+    """Smallest and largest character n-gram (within word boundaries, ``char_wb``)."""
+    min_df: int = 2
+    """A term is kept when it occurs in at least this many training texts."""
+    max_features: int | None = None
+    """At most this many terms per analyzer (the most frequent), or no limit."""
+    unique_word_threshold: float = 0.2
+    """The ``auto`` rule's threshold on :func:`unique_word_share`."""
+    classifier: str = "napkinxc-plt"
+    """``napkinxc-plt``, ``omikuji-parabel`` or ``omikuji-bonsai``."""
+    loss: str | None = None
+    """Node loss, ``log`` or ``hinge`` (napkinXC: squared hinge); None: the library's default (napkinXC log,
+    Omikuji hinge)."""
+    c: float | None = None
+    """LIBLINEAR's C (inverse regularisation) of the node classifiers; None: the library's default (napkinXC 10,
+    Omikuji 1)."""
+    trees: int | None = None
+    """Trees in the ensemble; None: the library's default (napkinXC 1, Omikuji 3)."""
+    weight_threshold: float = 0.1
+    """Node weights of smaller magnitude are pruned (both libraries' default)."""
+    max_leaf: int = 100
+    """Most labels under one pre-leaf node (napkinXC ``max_leaves``, Omikuji ``min_branch_size``)."""
+    beam: int = 10
+    """Omikuji's beam width at prediction (napkinXC's search is exact)."""
+    threads: int = 1
+    """Threads of the classifier library for training and prediction."""
+    seed: int = 0
+    """Seed of napkinXC (Omikuji has none)."""
+
+    def __post_init__(self) -> None:
+        self.word_ngrams = _pair(self.word_ngrams, "word_ngrams")
+        self.char_ngrams = _pair(self.char_ngrams, "char_ngrams")
+        if self.analyzer not in ANALYZERS:
+            raise ValueError(f"analyzer {self.analyzer!r}: expected one of {', '.join(ANALYZERS)}")
+        if self.classifier not in CLASSIFIERS:
+            raise ValueError(f"classifier {self.classifier!r}: expected one of {', '.join(CLASSIFIERS)}")
+        if self.loss not in (None, "log", "hinge"):
+            raise ValueError(f"loss {self.loss!r}: expected 'log', 'hinge' or None")
+        if self.min_df < 1 or self.threads < 1 or self.max_leaf < 2 or self.beam < 1:
+            raise ValueError("min_df, threads and beam must be at least 1, max_leaf at least 2")
+        if (self.max_features is not None and self.max_features < 1) or (self.trees is not None and self.trees < 1):
+            raise ValueError("max_features and trees must be positive (or None)")
+        if (self.c is not None and not self.c > 0) or not 0 <= self.unique_word_threshold <= 1:
+            raise ValueError("c must be positive, unique_word_threshold in [0, 1]")
+
+    def resolved(self) -> tuple[str, float, int]:
+        """(loss, C, trees) with the library's defaults in place of None."""
+        loss, c, trees = _PRESETS[self.classifier]
+        return (self.loss or loss, self.c if self.c is not None else c, self.trees or trees)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> LexicalConfig:
+        """The config of a ``to_dict`` record (a ``meta.json``); unknown names are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown lexical settings: {', '.join(unknown)}")
+        return cls(**values)
+
+
+def _pair(value: Sequence[int], name: str) -> tuple[int, int]:
+    lo, hi = (int(v) for v in value)
+    if not 1 <= lo <= hi:
+        raise ValueError(f"{name} {tuple(value)}: expected (smallest, largest) with 1 <= smallest <= largest")
+    return lo, hi
+
+
+# --- the character n-gram rule -------------------------------------------------------------------------
+
+def unique_word_share(texts: Sequence[str]) -> float:
+    """Share of the word occurrences of ``texts`` whose word (scikit-learn's word tokens, lower-cased) occurs in
+    exactly one of the texts; 1.0 when the texts have no word at all."""
+    if not texts:
+        raise ValueError("no texts")
+    try:
+        counts = CountVectorizer(token_pattern=TOKEN_PATTERN, dtype=np.int64).fit_transform(texts).tocsc()
+    except ValueError:  # an empty vocabulary: no word at all
+        return 1.0
+    df = np.diff(counts.indptr)
+    per_word = np.asarray(counts.sum(axis=0)).ravel()
+    total = per_word.sum()
+    return float(per_word[df == 1].sum() / total) if total else 1.0
+
+
+def choose_analyzer(texts: Sequence[str], config: LexicalConfig) -> tuple[list[str], float | None]:
+    """The feature blocks (``word``, ``char``) for ``texts`` under ``config`` and the unique-word share (None
+    when ``config.analyzer`` is not ``auto`` and the share is not needed)."""
+    if config.analyzer != "auto":
+        return config.analyzer.split("+"), None
+    share = unique_word_share(texts)
+    blocks = ["word", "char"] if share >= config.unique_word_threshold else ["word"]
+    return blocks, share
+
+
+def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
+    return TfidfVectorizer(
+        analyzer="word" if block == "word" else "char_wb",
+        token_pattern=TOKEN_PATTERN if block == "word" else None,
+        ngram_range=config.word_ngrams if block == "word" else config.char_ngrams,
+        min_df=config.min_df,
+        max_features=config.max_features,
+        sublinear_tf=True,
+        norm="l2",
+        dtype=np.float32,
+        vocabulary=None if vocabulary is None else {term: i for i, term in enumerate(vocabulary)},
+    )
+
+
+# --- classifier back ends -----------------------------------------------------------------------------
+
+class _Classifier(Protocol):
+    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]: ...
+
+
+class _NapkinPLT:
+    """napkinXC's PLT, trained from a CSR matrix into a folder of its own binary files.
+
+    napkinXC reads some files of a model when it predicts (the trees of an ensemble), so the model keeps a
+    private copy of its folder for as long as it lives.
+    """
+
+    def __init__(self, model: Any, folder: tempfile.TemporaryDirectory[str]) -> None:
+        self.model = model
+        self._folder = folder
+
+    @classmethod
+    def fit(cls, x: sp.csr_matrix, y: list[list[int]], config: LexicalConfig) -> _NapkinPLT:
+        folder = tempfile.TemporaryDirectory(prefix="xdex-napkinxc-")
+        model = cls._plt(folder.name, config)
+        _seed_c_rand(config.seed)
+        model.fit(x, y)
+        model.load()
+        return cls(model, folder)
+
+    @classmethod
+    def load(cls, source: Path, config: LexicalConfig) -> _NapkinPLT:
+        folder = tempfile.TemporaryDirectory(prefix="xdex-napkinxc-")
+        shutil.copytree(source, folder.name, dirs_exist_ok=True)
+        model = cls._plt(folder.name, config)  # napkinXC reads the layout (e.g. the ensemble) from these settings
+        model.load()
+        return cls(model, folder)
+
+    @staticmethod
+    def _plt(folder: str, config: LexicalConfig) -> Any:
+        from napkinxc.models import PLT
+
+        loss, c, trees = config.resolved()
+        return PLT(folder, loss="log" if loss == "log" else "l2", liblinear_c=c, ensemble=trees,
+                   weights_threshold=config.weight_threshold, max_leaves=config.max_leaf,
+                   seed=config.seed, threads=config.threads, verbose=0)
+
+    @property
+    def path(self) -> Path:
+        return Path(self._folder.name)
+
+    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
+        return list(self.model.predict_proba(x, top_k=k))
+
+
+class _Omikuji:
+    """Omikuji's Parabel / Bonsai forest, trained from a file in the Extreme Classification Repository format."""
+
+    def __init__(self, model: Any, config: LexicalConfig) -> None:
+        self.model = model
+        self.beam = config.beam
+        model.init_prediction_thread_pool(config.threads)
+
+    @classmethod
+    def fit(cls, x: sp.csr_matrix, y: list[list[int]], n_labels: int, config: LexicalConfig,
+            folder: Path) -> _Omikuji:
+        import omikuji
+
+        path = folder / "train.txt"
+        with open(path, "w", encoding="ascii") as f:
+            f.write(f"{x.shape[0]} {x.shape[1]} {n_labels}\n")
+            for i, labels in enumerate(y):
+                start, end = x.indptr[i], x.indptr[i + 1]
+                pairs = " ".join(f"{j}:{v:.6g}" for j, v in zip(x.indices[start:end], x.data[start:end], strict=True))
+                f.write(f"{','.join(map(str, labels))} {pairs}\n")
+        loss, c, trees = config.resolved()
+        hp = omikuji.Model.default_hyper_param()
+        hp.linear_loss_type = omikuji.LossType.LOG.value if loss == "log" else omikuji.LossType.HINGE.value
+        hp.linear_c, hp.n_trees = c, trees
+        hp.linear_weight_threshold = config.weight_threshold
+        hp.min_branch_size = config.max_leaf
+        if config.classifier == "omikuji-bonsai":  # the Bonsai settings of Omikuji's README
+            hp.cluster_k, hp.cluster_balanced, hp.max_depth = 100, False, 3
+        model = omikuji.Model.train_on_data(str(path), hp, n_threads=config.threads)
+        path.unlink()
+        model.save(str(folder / CLASSIFIER_DIR))
+        # the saved forest: a loaded model averages its trees in another order than the trained one
+        return cls.load(folder / CLASSIFIER_DIR, config)
+
+    @classmethod
+    def load(cls, folder: Path, config: LexicalConfig) -> _Omikuji:
+        import omikuji
+
+        return cls(omikuji.Model.load(str(folder)), config)
+
+    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
+        out = []
+        for i in range(x.shape[0]):
+            start, end = x.indptr[i], x.indptr[i + 1]
+            pairs = list(zip(x.indices[start:end].tolist(), x.data[start:end].tolist(), strict=True))
+            out.append(self.model.predict(pairs, beam_size=max(self.beam, k), top_k=k))
+        return out
+
+
+# --- the model ----------------------------------------------------------------------------------------------
+
+class LexicalModel:
+    """TF-IDF features and per-label sparse linear classifiers, with a scikit-learn-like API.
+
+    ``fit(texts, labels)`` with ``labels`` an ``N x L`` CSR matrix (nonzero = relevant); ``predict(texts, k)``
+    gives the top-``k`` label ids (int64, ``-1`` padding) and scores (float32, ``-inf`` padding) of each text.
+    """
+
+    def __init__(self, config: LexicalConfig | None = None) -> None:
+        self.config = config or LexicalConfig()
+        self.blocks: list[str] = []
+        self.vectorizers: list[TfidfVectorizer] = []
+        self.n_labels = 0
+        self.share: float | None = None
+        self.training: dict[str, Any] = {}
+        self._classifier: _Classifier | None = None
+        self._files: dict[str, bytes] = {}  # the classifier's files, relative to classifier/
+
+    # --- features
+
+    @property
+    def n_features(self) -> int:
+        return sum(len(v.vocabulary_) for v in self.vectorizers)
+
+    def features(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """The TF-IDF rows of ``texts`` (float32 CSR, unit length or empty, sorted indices)."""
+        if not self.vectorizers:
+            raise RuntimeError("the lexical model is not fitted")
+        parts = [v.transform(texts) for v in self.vectorizers]
+        x = parts[0] if len(parts) == 1 else normalize(sp.hstack(parts, format="csr"), norm="l2")
+        x = sp.csr_matrix(x, dtype=np.float32)
+        x.sort_indices()
+        return x
+
+    def _fit_features(self, texts: Sequence[str]) -> sp.csr_matrix:
+        blocks, self.share = choose_analyzer(texts, self.config)
+        if self.share is not None:
+            logger.info("unique-word share %.3f (threshold %.2f): features %s", self.share,
+                        self.config.unique_word_threshold, "+".join(blocks))
+        self.blocks, self.vectorizers = [], []
+        for block in blocks:
+            vectorizer = _vectorizer(block, self.config)
+            try:
+                vectorizer.fit(texts)
+            except ValueError as e:  # scikit-learn: no term left after min_df / max_df
+                logger.warning("no %s feature kept (%s); that block is left out", block, e)
+                continue
+            self.blocks.append(block)
+            self.vectorizers.append(vectorizer)
+        if not self.vectorizers:
+            raise ValueError(f"no TF-IDF feature occurs in at least min_df={self.config.min_df} training texts")
+        return self.features(texts)
+
+    # --- training and prediction
+
+    def fit(self, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array) -> LexicalModel:
+        """Fit the TF-IDF vocabulary and idf on ``texts``, then the classifiers on their rows and ``labels``.
+
+        Texts without a label or without a feature carry nothing to learn from and are left out of the
+        classifier's training.
+        """
+        y = sp.csr_matrix(labels)
+        if y.shape[0] != len(texts):
+            raise ValueError(f"{len(texts)} texts but {y.shape[0]} label rows")
+        y.eliminate_zeros()
+        y.sort_indices()
+        x = self._fit_features(texts)
+        keep = np.flatnonzero((np.diff(y.indptr) > 0) & (np.diff(x.indptr) > 0))
+        if keep.size == 0:
+            raise ValueError("no training text has both a label and a feature")
+        if keep.size < len(texts):
+            logger.info("%d of %d training texts have no label or no feature; left out of the classifier",
+                        len(texts) - keep.size, len(texts))
+        x, y = x[keep], y[keep]
+        rows = [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
+        self.n_labels = y.shape[1]
+        self.training = {"documents": len(texts), "used": int(keep.size), "fingerprint": _fingerprint(texts, y)}
+        with tempfile.TemporaryDirectory(prefix="xdex-lexical-") as tmp:
+            work = Path(tmp)
+            if self.config.classifier == "napkinxc-plt":
+                plt = _NapkinPLT.fit(x, rows, self.config)
+                self._classifier, self._files = plt, _read_tree(plt.path)
+            else:
+                self._classifier = _Omikuji.fit(x, rows, self.n_labels, self.config, work)
+                self._files = _read_tree(work / CLASSIFIER_DIR)
+        logger.info("lexical model: %d features (%s), %d labels, %s", self.n_features, "+".join(self.blocks),
+                    self.n_labels, self.config.classifier)
+        return self
+
+    def predict(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` labels of each text: ids (int64 ``[n, k]``, ``-1`` padding) and scores (float32, ``-inf``
+        padding), best first. A text with no feature in the vocabulary gets an empty row."""
+        if self._classifier is None:
+            raise RuntimeError("the lexical model is not fitted")
+        if k < 1:
+            raise ValueError(f"k must be positive, got {k}")
+        x = self.features(texts)
+        ids = np.full((len(texts), k), -1, dtype=np.int64)
+        scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
+        rows = np.flatnonzero(np.diff(x.indptr) > 0)
+        if rows.size:
+            for row, predicted in zip(rows, self._classifier.predict(x[rows], k), strict=True):
+                predicted = [(int(label), float(score)) for label, score in predicted if 0 <= label < self.n_labels]
+                predicted.sort(key=lambda pair: (-pair[1], pair[0]))
+                for j, (label, score) in enumerate(predicted[:k]):
+                    ids[row, j], scores[row, j] = label, score
+        return ids, scores
+
+    # --- files
+
+    def save(self, folder: str | Path) -> None:
+        """Write the model into ``folder`` (see the module's docstring), replacing a lexical model there."""
+        if self._classifier is None:
+            raise RuntimeError("the lexical model is not fitted")
+        folder = Path(folder)
+        if folder.exists() and any(folder.iterdir()) and not (folder / META).is_file():
+            raise FileExistsError(f"{folder} is not empty and holds no lexical model ({META}); save elsewhere")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        try:
+            names = []
+            for block, vectorizer in zip(self.blocks, self.vectorizers, strict=True):
+                terms = [""] * len(vectorizer.vocabulary_)
+                for term, column in vectorizer.vocabulary_.items():
+                    terms[column] = term
+                write_json(staging / f"vocab_{block}.json", terms)
+                _write_npz(staging / f"idf_{block}.npz", idf=np.asarray(vectorizer.idf_, dtype=np.float64))
+                names += [f"vocab_{block}.json", f"idf_{block}.npz"]
+            for name, data in self._files.items():
+                atomic_write_bytes(staging / CLASSIFIER_DIR / name, data)
+                names.append(f"{CLASSIFIER_DIR}/{name}")
+            write_json(staging / META, {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "config": self.config.to_dict(),
+                "blocks": self.blocks,
+                "n_labels": self.n_labels,
+                "n_features": [len(v.vocabulary_) for v in self.vectorizers],
+                "unique_word_share": self.share,
+                "training": self.training,
+                "library": _library_version(self.config.classifier),
+                "files": {name: _file_digest(staging / name) for name in sorted(names)},
+            })
+            old = None
+            if folder.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
+                folder.rename(old / "model")
+            staging.rename(folder)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, folder: str | Path, threads: int | None = None) -> LexicalModel:
+        """The model saved in ``folder``; ``threads`` overrides the saved thread count. A missing or altered
+        file, or another format version, raises ``ValueError`` naming the file and what is wrong."""
+        folder = Path(folder)
+        meta_path = folder / META
+        if not meta_path.is_file():
+            raise ValueError(f"{meta_path}: missing; {folder} holds no lexical model")
+        meta = read_json(meta_path)
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"{meta_path}: not a lexical model's {META} (format is not {FORMAT!r})")
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{meta_path}: format version {meta.get('format_version')!r}; this xdex reads version "
+                             f"{FORMAT_VERSION} only")
+        try:
+            config = LexicalConfig.from_dict(dict(meta["config"]))
+            blocks, files = list(meta["blocks"]), dict(meta["files"])
+            n_labels = int(meta["n_labels"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{meta_path}: invalid ({e})") from None
+        if threads is not None:
+            config = dataclasses.replace(config, threads=threads)
+        for name, digest in files.items():
+            path = folder / name
+            if not path.is_file():
+                raise ValueError(f"{path}: missing (listed in {META})")
+            if _file_digest(path) != digest:
+                raise ValueError(f"{path}: content differs from its SHA-256 in {META} (altered or damaged)")
+        model = cls(config)
+        model.n_labels, model.share, model.training = n_labels, meta.get("unique_word_share"), meta.get("training", {})
+        for block in blocks:
+            if block not in ("word", "char"):
+                raise ValueError(f"{meta_path}: unknown feature block {block!r}")
+            for name in (f"vocab_{block}.json", f"idf_{block}.npz"):
+                if name not in files:
+                    raise ValueError(f"{folder / name}: not listed in {META}")
+            terms = read_json(folder / f"vocab_{block}.json")
+            idf = _read_npz(folder / f"idf_{block}.npz", "idf")
+            distinct = isinstance(terms, list) and all(isinstance(t, str) for t in terms)
+            if not distinct or len(set(terms)) != len(terms):
+                raise ValueError(f"{folder / f'vocab_{block}.json'}: expected a list of distinct terms")
+            if idf.shape != (len(terms),):
+                raise ValueError(f"{folder / f'idf_{block}.npz'}: {idf.shape[0]} idf values for {len(terms)} terms")
+            vectorizer = _vectorizer(block, config, terms)
+            vectorizer.idf_ = idf  # scikit-learn's setter: the fitted state, rebuilt without pickle
+            model.blocks.append(block)
+            model.vectorizers.append(vectorizer)
+        classifier_files = sorted(n.split("/", 1)[1] for n in files if n.startswith(f"{CLASSIFIER_DIR}/"))
+        if not classifier_files:
+            raise ValueError(f"{folder / CLASSIFIER_DIR}: no classifier file listed in {META}")
+        model._files = {name: (folder / CLASSIFIER_DIR / name).read_bytes() for name in classifier_files}
+        try:
+            if config.classifier == "napkinxc-plt":
+                model._classifier = _NapkinPLT.load(folder / CLASSIFIER_DIR, config)
+            else:
+                model._classifier = _Omikuji.load(folder / CLASSIFIER_DIR, config)
+        except (RuntimeError, ValueError, OSError) as e:
+            raise ValueError(f"{folder / CLASSIFIER_DIR}: {config.classifier} cannot read it ({e})") from None
+        return model
+
+
+# --- helpers -------------------------------------------------------------------------------------------------
+
+def _seed_c_rand(seed: int) -> None:
+    """Seed the C library's ``rand()``, from which LIBLINEAR (inside napkinXC) draws its coordinate order; napkinXC
+    seeds only its own generators. Without it two fits in one process differ; where there is no C library to
+    reach (not Linux or macOS), nothing is done."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        ctypes.CDLL(None).srand(ctypes.c_uint(seed & 0xFFFFFFFF))
+
+
+def _fingerprint(texts: Sequence[str], labels: sp.csr_matrix) -> str:
+    """SHA-256 of the training texts and label matrix (first 16 hex digits)."""
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(text.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(np.asarray(labels.indptr, dtype=np.int64).tobytes())
+    h.update(np.asarray(labels.indices, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_tree(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder``, by its path relative to it."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _write_npz(path: Path, idf: np.ndarray) -> None:
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        plain = Path(tmp) / "a.npz"
+        np.savez(plain, idf=idf)  # a numeric array: readable with allow_pickle=False
+        atomic_write_bytes(path, plain.read_bytes())
+
+
+def _read_npz(path: Path, name: str) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            array = np.asarray(data[name], dtype=np.float64)
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{path}: not a numpy .npz holding {name!r} ({e})") from None
+    if array.ndim != 1 or not np.isfinite(array).all():
+        raise ValueError(f"{path}: {name} must be a vector of finite numbers")
+    return array
+
+
+def _library_version(classifier: str) -> dict[str, str]:
+    package = classifier.split("-")[0]
+    out = {"name": package}
+    with contextlib.suppress(PackageNotFoundError):
+        out["version"] = version(package)
+    with contextlib.suppress(PackageNotFoundError):
+        out["scikit-learn"] = version("scikit-learn")
+    return out
+
+
+__all__ = ["ANALYZERS", "CLASSIFIERS", "FORMAT_VERSION", "LexicalConfig", "LexicalModel", "choose_analyzer",
+           "unique_word_share"]
