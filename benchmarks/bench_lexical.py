@@ -53,13 +53,13 @@ OPTIONS: dict[str, dict[str, Any]] = {
 COLUMNS = ("P@1", "P@5", "PSP@1", "PSP@5")
 CHOICE = """\
 The choice, `LexicalConfig()`'s defaults: **Omikuji Bonsai** (`classifier="omikuji-bonsai"`) on the features of the
-auto rule. It leads P@1 and PSP@5 where texts have the most labels and the most text (foldoc-links, gcide-links)
-and is within about a point of the best elsewhere; napkinXC's PLT trails Omikuji with its defaults and also with
-squared hinge, C=1. Its costs: it trains about three times slower than Parabel (`omikuji-parabel`, the faster
-choice), and Omikuji has no seed, so a refit moves the figures by a few tenths. Character n-grams are what make
-the title sets work at all (foldoc-links-titles: P@1 about 15 with words alone, about 25 with words and
-characters); on long texts they cost 4-7 times the fit time for at most a point, so the rule leaves them out
-there."""
+auto rule. It has the best PSP@5 on all five sets and the best P@1 on three (foldoc-links +3.0 over Parabel,
+gcide-links +1.6, gcide-links-titles +1.8 over the best napkinXC option), and is within 0.9 P@1 of Parabel on the
+other two; napkinXC's PLT trails the best by 0.4-8.5 P@1 with its defaults. Its costs: it trains two to four times
+slower than Parabel (`omikuji-parabel`, the faster choice), and Omikuji has no seed, so a refit moves the figures
+by a few tenths. Character n-grams are what make the title sets work at all (foldoc-links-titles: P@1 14.8 with
+words alone, 24-26 with words and characters; gcide-links-titles: 0.3 and 8-12); on long texts they cost 4-7 times
+the fit time for -1.0 to +1.6 P@1, so the rule leaves them out there."""
 PROPENSITY = (0.55, 1.5)
 K = 10
 

@@ -23,10 +23,10 @@ What is implemented:
   al., 2020: hierarchical 2-means tree, logistic or squared-hinge nodes, exact top-k search).
   **The choice** was made by measurement on validation splits carved from the training data of the five shared
   datasets (``python -m benchmarks.bench_lexical``; table in docs/benchmarks.md, section "Lexical channel"):
-  Bonsai has the best P@1 and PSP@5 on the two sets with the most labels per text (foldoc-links +3.0 P@1 /
-  +3.3 PSP@5 over Parabel, gcide-links +1.6 / +1.8) and is within a point of the best elsewhere; napkinXC's
-  PLT trails Omikuji by 1-8 P@1 with its defaults (log loss, C=10) and by 1-4 with squared hinge and C=1.
-  Bonsai trains about three times slower than Parabel (tens of seconds on 26,000 texts on 2 cores), so
+  Bonsai has the best PSP@5 on all five and the best P@1 on three (foldoc-links +3.0 over Parabel, gcide-links
+  +1.6, gcide-links-titles +1.8 over napkinXC), within 0.9 P@1 of Parabel on the other two; napkinXC's PLT
+  trails the best by 0.4-8.5 P@1 with its defaults (log loss, C=10) and is not better with squared hinge, C=1.
+  Bonsai trains two to four times slower than Parabel (tens of seconds on 26,000 texts on 2 cores), so
   ``omikuji-parabel`` is the faster choice; ``napkinxc-plt`` with ``threads=1`` is the repeatable one.
 * **Scores** are in [0, 1] and comparable across texts and labels: a label's score is the product of the
   node scores on its path from the root, averaged over the trees. Omikuji's node score is
