@@ -103,15 +103,14 @@ def test_config_roundtrip_and_checks():
 # --- quality, empty rows, determinism ---------------------------------------------------------------------
 
 def test_quality_floor_on_held_out_documents(demo, fitted):
-    """Measured: P@1 61.5, P@5 29.6 on the demo test split from 4,000 training documents."""
+    """Measured: P@1 57.0, P@5 26.8 on the first 1,500 demo test documents from 3,000 training documents."""
     n = 1500
     ids, scores = fitted.predict(demo.test.texts[:n], 10)
     assert ids.shape == scores.shape == (n, 10)
     assert ids.dtype == np.int64 and scores.dtype == np.float32
     ranking = remove_pairs(Ranking(ids, scores), demo.test.filter[:n])
     metrics = compute_metrics(ranking, demo.test.labels[:n], (1, 5))
-    print(metrics)
-    assert metrics["P@1"] > 50 and metrics["P@5"] > 24
+    assert metrics["P@1"] > 48 and metrics["P@5"] > 22
     valid = ids >= 0
     assert np.all((scores[valid] >= 0) & (scores[valid] <= 1))  # PLT probabilities
     assert np.all((scores[:, 1:] <= scores[:, :-1])[valid[:, 1:]])  # best first
