@@ -51,6 +51,15 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "bonsai": {"classifier": "omikuji-bonsai"},
 }
 COLUMNS = ("P@1", "P@5", "PSP@1", "PSP@5")
+CHOICE = """\
+The choice, `LexicalConfig()`'s defaults: **Omikuji Bonsai** (`classifier="omikuji-bonsai"`) on the features of the
+auto rule. It has the best PSP@5 on all five sets and the best P@1 on three (foldoc-links +3.0 over Parabel,
+gcide-links +1.6, gcide-links-titles +1.8 over the best napkinXC option), and is within 0.9 P@1 of Parabel on the
+other two; napkinXC's PLT trails the best by 0.4-8.5 P@1 with its defaults. Its costs: it trains two to four times
+slower than Parabel (`omikuji-parabel`, the faster choice), and Omikuji has no seed, so a refit moves the figures
+by a few tenths. Character n-grams are what make the title sets work at all (foldoc-links-titles: P@1 14.8 with
+words alone, 24-26 with words and characters; gcide-links-titles: 0.3 and 8-12); on long texts they cost 4-7 times
+the fit time for -1.0 to +1.6 P@1, so the rule leaves them out there."""
 PROPENSITY = (0.55, 1.5)
 K = 10
 
@@ -143,6 +152,14 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, list[tu
         lines += table(("option", "features", *COLUMNS, "fit s", "texts/s", "features", "no feature", "peak MB"),
                        rows)
         lines.append("")
+    lines += ["Best option per dataset (feature set of the auto rule):", ""]
+    for name, runs in results.items():
+        auto = [(option, r["metrics"]) for option, shown, r in runs if shown.endswith("(auto)")]
+        if auto:
+            best = {c: max(auto, key=lambda pair, c=c: pair[1][c]) for c in ("P@1", "PSP@5")}
+            lines.append(f"- {name}: P@1 {best['P@1'][0]} ({best['P@1'][1]['P@1']:.2f}), "
+                         f"PSP@5 {best['PSP@5'][0]} ({best['PSP@5'][1]['PSP@5']:.2f})")
+    lines += ["", CHOICE]
     return "\n".join(lines) + "\n"
 
 

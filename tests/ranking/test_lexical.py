@@ -31,7 +31,7 @@ def demo() -> object:
 def fitted(demo) -> LexicalModel:
     """napkinXC PLT on the first 3,000 training documents of the bundled dataset."""
     n = 3000
-    config = LexicalConfig(threads=2, seed=0)
+    config = LexicalConfig(classifier="napkinxc-plt", threads=2, seed=0)  # fast, and its file names are known
     return LexicalModel(config).fit(demo.train.texts[:n], demo.train.labels[:n])
 
 
@@ -103,15 +103,14 @@ def test_config_roundtrip_and_checks():
 # --- quality, empty rows, determinism ---------------------------------------------------------------------
 
 def test_quality_floor_on_held_out_documents(demo, fitted):
-    """Measured: P@1 61.5, P@5 29.6 on the demo test split from 4,000 training documents."""
+    """Measured: P@1 57.0, P@5 26.8 on the first 1,500 demo test documents from 3,000 training documents."""
     n = 1500
     ids, scores = fitted.predict(demo.test.texts[:n], 10)
     assert ids.shape == scores.shape == (n, 10)
     assert ids.dtype == np.int64 and scores.dtype == np.float32
     ranking = remove_pairs(Ranking(ids, scores), demo.test.filter[:n])
     metrics = compute_metrics(ranking, demo.test.labels[:n], (1, 5))
-    print(metrics)
-    assert metrics["P@1"] > 50 and metrics["P@5"] > 24
+    assert metrics["P@1"] > 48 and metrics["P@5"] > 22
     valid = ids >= 0
     assert np.all((scores[valid] >= 0) & (scores[valid] <= 1))  # PLT probabilities
     assert np.all((scores[:, 1:] <= scores[:, :-1])[valid[:, 1:]])  # best first
@@ -125,8 +124,8 @@ def test_texts_without_features_get_empty_rows(fitted):
 
 def test_deterministic_given_the_seed(demo):
     texts, labels = demo.train.texts[:600], demo.train.labels[:600]
-    runs = [LexicalModel(LexicalConfig(threads=1, seed=3)).fit(texts, labels).predict(demo.test.texts[:200], 5)
-            for _ in range(2)]
+    config = LexicalConfig(classifier="napkinxc-plt", threads=1, seed=3)
+    runs = [LexicalModel(config).fit(texts, labels).predict(demo.test.texts[:200], 5) for _ in range(2)]
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
@@ -203,13 +202,15 @@ def test_other_format_version_is_refused(saved, tmp_path):
         LexicalModel.load(folder)
 
 
-def test_omikuji_backend_roundtrip(demo, tmp_path):
+@pytest.mark.parametrize("classifier", ["omikuji-bonsai", "omikuji-parabel"])
+def test_omikuji_roundtrip(demo, tmp_path, classifier):
     texts, labels = demo.train.texts[:800], demo.train.labels[:800]
-    config = LexicalConfig(classifier="omikuji-parabel", trees=1, threads=1)
+    config = LexicalConfig(classifier=classifier, trees=1, threads=2)
     model = LexicalModel(config).fit(texts, labels)
     model.save(tmp_path / "omikuji")
     loaded = LexicalModel.load(tmp_path / "omikuji")
     a, b = model.predict(texts[:50], 5), loaded.predict(texts[:50], 5)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
-    assert (a[0][:, 0] >= 0).all()
+    assert (a[0][:, 0] >= 0).all() and (a[1][a[0] >= 0] <= 1).all()
+    assert not list((tmp_path / "omikuji").rglob("*.pkl"))

@@ -1,7 +1,7 @@
 """Ranking channels that score (text, label) pairs besides the dense model.
 
-:mod:`xdex.ranking.lexical`: TF-IDF features and per-label sparse linear classifiers (a napkinXC
-probabilistic label tree by default), fitted on the training texts, with a pickle-free folder format.
+:mod:`xdex.ranking.lexical`: TF-IDF features and per-label sparse linear classifiers (Omikuji's
+Bonsai trees by default), fitted on the training texts, with a pickle-free folder format.
 """
 
 from xdex.ranking.lexical import (

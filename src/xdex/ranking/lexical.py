@@ -16,20 +16,23 @@ What is implemented:
   (foldoc-links-titles, gcide-links-titles), where 44% / 95% of validation texts have no word feature at
   ``min_df=2``; docs/benchmarks.md ("Lexical channel") measures both feature sets on every dataset.
 * **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
-  ``napkinxc-plt`` (default), napkinXC's probabilistic label tree (Jasinska-Kobus et al., 2020:
-  hierarchical 2-means label tree, L2-regularised logistic regression in each node by LIBLINEAR, weights
-  below ``weight_threshold`` pruned, exact top-k search); ``omikuji-parabel`` / ``omikuji-bonsai``,
-  Omikuji's Parabel (Prabhu et al., 2018) and Bonsai (Khandagale et al., 2020) forests. The default was
-  chosen by measurement on validation splits carved from the training data of the five shared datasets
-  (``python -m benchmarks.bench_lexical``; table in docs/benchmarks.md): napkinXC's PLT is as accurate as
-  Omikuji's Parabel / Bonsai within about a point of P@1 and PSP@5 on four of the five sets,
-  trains several times faster at one tree, predicts from a CSR matrix in one call (Omikuji's Python API
-  takes one text at a time and trains only from a file), is deterministic given its seed (Omikuji has
-  no seed), and its log loss makes the scores probabilities.
-* **Scores.** ``napkinxc-plt`` with ``loss="log"``: PLT estimates of ``P(label relevant | text)``, the
-  product of the node probabilities on the label's path, in [0, 1] and comparable across texts and
-  labels. Omikuji: the product along the path of ``sigmoid`` (log loss) or ``exp(-max(0, 1 - w.x)^2)``
-  (hinge loss) node scores, averaged over the trees, also in [0, 1] but not calibrated probabilities.
+  ``omikuji-bonsai`` (default), Omikuji's Bonsai (Khandagale et al., 2020: shallow trees of 100-way unbalanced
+  label clusters, depth 3, three trees, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
+  weights below ``weight_threshold`` pruned, beam search); ``omikuji-parabel``, Omikuji's Parabel (Prabhu et
+  al., 2018: balanced binary trees); ``napkinxc-plt``, napkinXC's probabilistic label tree (Jasinska-Kobus et
+  al., 2020: hierarchical 2-means tree, logistic or squared-hinge nodes, exact top-k search).
+  **The choice** was made by measurement on validation splits carved from the training data of the five shared
+  datasets (``python -m benchmarks.bench_lexical``; table in docs/benchmarks.md, section "Lexical channel"):
+  Bonsai has the best PSP@5 on all five and the best P@1 on three (foldoc-links +3.0 over Parabel, gcide-links
+  +1.6, gcide-links-titles +1.8 over napkinXC), within 0.9 P@1 of Parabel on the other two; napkinXC's PLT
+  trails the best by 0.4-8.5 P@1 with its defaults (log loss, C=10) and is not better with squared hinge, C=1.
+  Bonsai trains two to four times slower than Parabel (tens of seconds on 26,000 texts on 2 cores), so
+  ``omikuji-parabel`` is the faster choice; ``napkinxc-plt`` with ``threads=1`` is the repeatable one.
+* **Scores** are in [0, 1] and comparable across texts and labels: a label's score is the product of the
+  node scores on its path from the root, averaged over the trees. Omikuji's node score is
+  ``exp(-max(0, 1 - w.x)^2)`` with hinge loss (a monotone squashing of the margin, not a calibrated
+  probability) or ``sigmoid(w.x)`` with log loss; napkinXC's PLT with ``loss="log"`` gives estimates of
+  ``P(label relevant | text)``.
   A text with no feature in the vocabulary gets an empty row: ids ``-1`` and scores ``-inf``, as the
   padding of :class:`xdex.metrics.Ranking`.
 * **Determinism.** TF-IDF is deterministic. napkinXC's label tree is deterministic given ``seed``; its node
@@ -75,7 +78,7 @@ FORMAT_VERSION = 1
 """Version of the folder format written by :meth:`LexicalModel.save`; loading another version is refused."""
 
 ANALYZERS = ("auto", "word", "char", "word+char")
-CLASSIFIERS = ("napkinxc-plt", "omikuji-parabel", "omikuji-bonsai")
+CLASSIFIERS = ("omikuji-bonsai", "omikuji-parabel", "napkinxc-plt")
 META = "meta.json"
 CLASSIFIER_DIR = "classifier"
 TOKEN_PATTERN = r"(?u)\b\w+\b"
@@ -106,8 +109,8 @@ class LexicalConfig:
     """At most this many terms per analyzer (the most frequent), or no limit."""
     unique_word_threshold: float = 0.2
     """The ``auto`` rule's threshold on :func:`unique_word_share`."""
-    classifier: str = "napkinxc-plt"
-    """``napkinxc-plt``, ``omikuji-parabel`` or ``omikuji-bonsai``."""
+    classifier: str = "omikuji-bonsai"
+    """``omikuji-bonsai``, ``omikuji-parabel`` or ``napkinxc-plt`` (the choice: the module's docstring)."""
     loss: str | None = None
     """Node loss, ``log`` or ``hinge`` (napkinXC: squared hinge); None: the library's default (napkinXC log,
     Omikuji hinge)."""
