@@ -28,8 +28,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks.bench_quality import PROPENSITY, run_method
-from benchmarks.harness import (DATA_ROOT_HELP, DOCS, command_line, data_root, load_average, machine_line, publish,
-                                repeat)
+from benchmarks.harness import (
+    DATA_ROOT_HELP,
+    DOCS,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    publish,
+    repeat,
+)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -185,8 +193,8 @@ def predict_seconds(folder: Path, texts: list[str], k: int) -> float:
 def overheads(dataset: Dataset, ratios: list[float]) -> list[dict]:
     """NGAME and DEXA (HLP off) at the smallest and the largest K of ``ratios``, trained here: Module I
     seconds, model directory bytes and prediction seconds on the test texts."""
-    from xdex.methods.recipe import load_recipe
     from xdex.methods.pipeline import train
+    from xdex.methods.recipe import load_recipe
     from xdex.metrics import depth_with_filter
 
     settings: dict[int, dict] = {}

@@ -19,8 +19,8 @@ import tempfile
 from benchmarks.harness import command_line, load_average, machine_line, peak_rss_mb, timed, update_section
 from xdex.data.synthetic import decoupled_softmax_task, memorisation_task
 from xdex.encoders.factory import build_encoder
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics
 
 log = logging.getLogger("bench_dexml_synthetic")

@@ -28,13 +28,22 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.harness import (DOCS, command_line, data_root, load_average, machine_line, median, publish, python_env,
-                                speedup)
+from benchmarks.harness import (
+    DOCS,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    median,
+    publish,
+    python_env,
+    speedup,
+)
 from xdex.data import load
 from xdex.encoders.factory import build_encoder
+from xdex.methods.pipeline import build_objective
 from xdex.methods.recipe import load_recipe
 from xdex.methods.run import split_validation
-from xdex.methods.pipeline import build_objective
 from xdex.train import Trainer
 from xdex.train import distributed as dist
 

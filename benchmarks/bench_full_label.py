@@ -36,14 +36,28 @@ import numpy as np
 import torch
 
 from benchmarks.bench_unidec_step import synthetic_data, tokenizer_sample
-from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_line, load_average, machine_line,
-                                peak_rss_mb, publish, repeat, rss_mb, run_isolated, step_trainer, synchronised_step,
-                                timed, write_result)
+from benchmarks.harness import (
+    DOCS,
+    RunFailed,
+    add_isolation_args,
+    command_line,
+    load_average,
+    machine_line,
+    peak_rss_mb,
+    publish,
+    repeat,
+    rss_mb,
+    run_isolated,
+    step_trainer,
+    synchronised_step,
+    timed,
+    write_result,
+)
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.encoders.factory import build_encoder
 from xdex.methods.full_label import FullLabelObjective
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import build_objective, train
+from xdex.methods.recipe import load_recipe
 from xdex.text.cache import CACHE_ENV
 
 log = logging.getLogger("bench_full_label")

@@ -31,8 +31,8 @@ import torch
 
 from benchmarks.harness import DOCS, command_line, data_root, load_average, machine_line, publish, timed
 from xdex.data import load
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
 from xdex.metrics import depth_with_filter, evaluate_predictions
 from xdex.train.trainer import METRICS_LOG
 

@@ -28,8 +28,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.harness import (DATA_ROOT_HELP, command_line, data_root, load_average, machine_line, median, publish,
-                                timed)
+from benchmarks.harness import (
+    DATA_ROOT_HELP,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    median,
+    publish,
+    timed,
+)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -52,8 +60,8 @@ BATCH = 256
 
 
 def train_model(method: str, dataset: Dataset, overrides: list[str], workdir: Path) -> tuple[DualEncoderModel, float]:
-    from xdex.methods.recipe import load_recipe
     from xdex.methods.pipeline import train
+    from xdex.methods.recipe import load_recipe
 
     if method != "oak":  # an oak section would make any recipe an OAK run
         overrides = [o for o in overrides if not o.startswith("oak.")]

@@ -1,16 +1,18 @@
 """Train the xdex recipes and peer XMC libraries on real datasets and compare their test metrics.
 
     python -m benchmarks.bench_quality [--data-root DIR] [--datasets NAME ...] [--methods ngame dexml depsl unidec dexa]
-        [--peers napkinxc-plt omikuji-parabel] [--set key=value ...] [--recipe-set ngame:key=value ...]
+        [--peers napkinxc-plt omikuji-parabel omikuji-bonsai] [--set key=value ...] [--recipe-set ngame:key=value ...]
         [--json out.json] [--update-docs]
 
 Every (dataset, method) pair runs in a process of its own, so that its peak memory is its own and a
 crash loses only that run. All rankings are scored by ``xdex.metrics.evaluate_predictions``: the
 test split's filter pairs are removed from the predictions, propensities use A=0.55, B=1.5.
 The peers read TF-IDF features of the texts (scikit-learn, fitted on the training split only).
-A model with several search modes is also scored in each: ``unidec-de`` / ``unidec-clf`` search with UniDEC's DE
-head or classifier head alone (UniDEC Table 5; ``unidec`` is their concatenation, the model's own search), and
-``dexa-de`` / ``dexa-clf`` with DEXA's Module I label embeddings or Module II classifiers alone (``dexa`` fuses them).
+A model is scored in the ranking it serves (``RECIPE [MODE]``) and in each other mode it offers: ``-fused``,
+``-lexical`` and ``-dense`` (the ranking stage, its lexical channel alone, the network alone); ``unidec-de`` /
+``unidec-clf`` search with UniDEC's DE head or classifier head alone (UniDEC Table 5; the network's own search is
+their concatenation), ``dexa-de`` / ``dexa-clf`` with DEXA's Module I label embeddings or Module II classifiers
+alone (the network's own search fuses them).
 The -aux datasets have the same documents and labels as their base dataset and are not run by default.
 """
 
@@ -22,12 +24,25 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from benchmarks.harness import (DATA_ROOT_HELP, DOCS, RunFailed, add_isolation_args, command_line, data_root,
-                                load_average, machine_line, peak_rss_mb, publish, run_isolated, write_result)
+from benchmarks.harness import (
+    DATA_ROOT_HELP,
+    DOCS,
+    RunFailed,
+    add_isolation_args,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    peak_rss_mb,
+    publish,
+    run_isolated,
+    write_result,
+)
 from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -44,7 +59,7 @@ MODULE = "benchmarks.bench_quality"
 SECTION = "## Quality on the shared datasets"
 DATASETS = ("gcide-links", "gcide-links-titles", "foldoc-links", "foldoc-links-titles", "debian-debtags")
 RECIPES = ("ngame", "dexml", "depsl", "unidec", "dexa")
-PEERS = ("napkinxc-plt", "omikuji-parabel")
+PEERS = ("napkinxc-plt", "omikuji-parabel", "omikuji-bonsai")
 COLUMNS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5")
 PROPENSITY = (0.55, 1.5)
 THREADS = 2
@@ -85,6 +100,15 @@ def napkinxc_plt(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, floa
 
 def omikuji_parabel(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
     """Omikuji with its default hyper-parameters (Parabel: 3 trees of balanced 2-means, beam 10)."""
+    return omikuji_forest(dataset, k, workdir, bonsai=False)
+
+
+def omikuji_bonsai(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, float]:
+    """Omikuji with the Bonsai settings of its README (3 trees of unbalanced 100-means, depth 3, beam 10)."""
+    return omikuji_forest(dataset, k, workdir, bonsai=True)
+
+
+def omikuji_forest(dataset: Dataset, k: int, workdir: Path, bonsai: bool) -> tuple[Ranking, float]:
     import omikuji
 
     from xdex.metrics import Ranking
@@ -99,7 +123,10 @@ def omikuji_parabel(dataset: Dataset, k: int, workdir: Path) -> tuple[Ranking, f
             row = x_train[i]  # no trailing space after the labels of a row without features: Omikuji rejects it
             f.write(" ".join([",".join(map(str, labels)), *(f"{j}:{v:.6g}" for j, v in zip(row.indices, row.data))]))
             f.write("\n")
-    model = omikuji.Model.train_on_data(str(path), n_threads=THREADS)
+    settings = omikuji.Model.default_hyper_param()
+    if bonsai:
+        settings.cluster_k, settings.cluster_balanced, settings.max_depth = 100, False, 3
+    model = omikuji.Model.train_on_data(str(path), settings, n_threads=THREADS)
     seconds = time.perf_counter() - start
     rows = [model.predict(list(zip(x_test[i].indices.tolist(), x_test[i].data.tolist())), top_k=k)
             for i in range(x_test.shape[0])]
@@ -111,18 +138,19 @@ def xdex_recipe(method: str, overrides: list[str]) -> Fit:
     seconds), with the model's other search modes as ``METHOD-MODE`` (e.g. ``unidec-de``)."""
 
     def run(dataset: Dataset, k: int, workdir: Path) -> tuple[dict[str, Ranking], float]:
-        from xdex.methods.recipe import load_recipe
         from xdex.methods.pipeline import train
+        from xdex.methods.recipe import load_recipe
 
         config = load_recipe(method, overrides=overrides)
         config.trainer.progress = False
         start = time.perf_counter()
         model = train(dataset, config, workdir / "model")
         seconds = time.perf_counter() - start
-        rankings = {method: model.predict(dataset.test.texts, k)}
-        for mode in model.net.search_modes:
+        rankings = {f"{method} [{model.search}]": model.predict(dataset.test.texts, k)}  # the ranking it serves
+        for mode in model.search_modes:
             if mode != model.search:
                 rankings[f"{method}-{mode}"] = model.with_search(mode).predict(dataset.test.texts, k)
+        log.info("%s serves its %s ranking", method, model.search)
         return rankings, seconds
 
     return run
@@ -137,7 +165,8 @@ def peer(fit: Callable[[Dataset, int, Path], tuple[Ranking, float]], name: str) 
 
 
 PEER_FITS: dict[str, Fit] = {name: peer(fit, name) for name, fit in
-                             (("napkinxc-plt", napkinxc_plt), ("omikuji-parabel", omikuji_parabel))}
+                             (("napkinxc-plt", napkinxc_plt), ("omikuji-parabel", omikuji_parabel),
+                              ("omikuji-bonsai", omikuji_bonsai))}
 
 
 def run_one(job: dict) -> list[dict]:
@@ -220,14 +249,18 @@ def report(command: str, records: list[dict], load: float, args: argparse.Namesp
         "documents to choose its best epoch.",
         f"Peers, on TF-IDF features fitted on the training texts (scikit-learn {version('scikit-learn')}: "
         f"{TFIDF_TEXT}), {THREADS} threads each: napkinXC {version('napkinxc')} PLT with its default settings "
-        f"and seed {SEED}; Omikuji {version('omikuji')} with its default hyper-parameters (Parabel).",
+        f"and seed {SEED}; Omikuji {version('omikuji')} with its default hyper-parameters (Parabel) and with the "
+        "Bonsai settings of its README.",
         f"Neither peer repeats its figures exactly with {THREADS} threads (Omikuji's Python API takes no seed): "
         "they move by a few tenths of a point between runs.",
         "PECOS is not run: libpecos needs numpy < 2.",
-        "unidec-de and unidec-clf are the unidec model searched with one head alone (UniDEC Table 5: the DE "
-        "head Φ_D, the normalised classifier head N(Φ_C) against N(Ψ)); dexa-de and dexa-clf are the dexa model "
-        "searched with its Module I label embeddings alone and its Module II classifiers alone (dexa fuses the "
-        "two scores with the weight chosen on validation); same training run, same train s and peak MB.",
+        "Each xdex model is scored in every ranking it offers (`--search`), all from one training run (same train s "
+        "and peak MB): `RECIPE [MODE]` is the ranking the model serves by default, chosen on its validation "
+        "documents; `-fused` the ranking stage (dense and lexical candidates, fusion learnt on validation), "
+        "`-lexical` the stage's TF-IDF channel alone (Omikuji Bonsai on the training documents), `-dense` the "
+        "network's own ranking without the stage; unidec-de / unidec-clf search with one UniDEC head alone (Table 5), "
+        "dexa-de / dexa-clf with DEXA's Module I label embeddings or Module II classifiers alone (dexa-dense fuses "
+        "them with the weight chosen on validation).",
         "train s: wall seconds from the texts to a trained model (xdex: tokenizer, training with validation, "
         "label index; peers: TF-IDF and training).",
         "peak MB: peak resident memory of the run's own process, prediction and evaluation included.",
@@ -275,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every recipe")
     parser.add_argument("--recipe-set", action="append", default=[], metavar="METHOD:KEY=VALUE",
                         help="override for one recipe")
-    parser.add_argument("--json", type=Path, help="also write every run's record to this JSON file")
+    parser.add_argument("--json", type=Path, help="also write every run's record to this JSON file (after each run)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the records already in --json and run only the (dataset, method) pairs they lack")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section of {DOCS}")
     add_isolation_args(parser)
     args = parser.parse_args(argv)
@@ -286,13 +321,20 @@ def main(argv: list[str] | None = None) -> int:
     load = load_average()
     check_args(parser, args)
     log.info("PECOS is not run here: libpecos pins numpy < 2; run it in an environment of its own")
+    if args.reuse and not args.json:
+        parser.error("--reuse needs --json")
+    kept = json.loads(args.json.read_text()) if args.reuse and args.json.is_file() else []
     records = []
     for name in args.datasets:
         for method in [*args.methods, *args.peers]:
+            done = [r for r in kept if r["dataset"] == name and r.get("job", r["method"]) == method and "error" not in r]
+            if done:
+                records += done
+                continue
             overrides = overrides_for(method, args.set, args.recipe_set) if method in RECIPES else []
-            records += run_method(args.data_root / name, method, overrides)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
+            records += [r | {"job": method} for r in run_method(args.data_root / name, method, overrides)]
+            if args.json:  # after every run: a benchmark cut off keeps what it measured
+                atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
     section = report(command_line(MODULE, argv), records, load, args)
     publish(section, args.update_docs)
     return 0

@@ -36,12 +36,24 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from benchmarks.harness import (DOCS, RunFailed, add_isolation_args, command_line, load_average, machine_line,
-                                peak_rss_mb, publish, repeat, run_isolated, step_trainer, synchronised_step,
-                                write_result)
+from benchmarks.harness import (
+    DOCS,
+    RunFailed,
+    add_isolation_args,
+    command_line,
+    load_average,
+    machine_line,
+    peak_rss_mb,
+    publish,
+    repeat,
+    run_isolated,
+    step_trainer,
+    synchronised_step,
+    write_result,
+)
 from xdex.encoders.factory import build_encoder
-from xdex.methods.recipe import load_recipe
 from xdex.methods.pipeline import build_objective
+from xdex.methods.recipe import load_recipe
 
 log = logging.getLogger("bench_unidec_step")
 

@@ -6,7 +6,7 @@ In the spirit of scikit-learn's estimators and sentence-transformers' models::
     model = xdex.Model.load("models/m")
     predictions = model.predict(texts, k=10)   # .indices / .scores arrays, .labels per text
     model.add_labels(["a new label"])          # zero-shot, searchable at once; kept by model.save(...)
-    model.with_search("de")                    # UniDEC / DEXA: one part of the network alone
+    model.with_search("lexical")               # one channel alone: "dense", "lexical", or "de" / "clf"
 
 Every recipe (NGAME, DEXML, DePSL, UniDEC, DEXA, OAK) trains and loads as this class; the network inside
 says which. :class:`xdex.Predictor` is the thread-safe serving wrapper around a model directory.

@@ -355,7 +355,8 @@ def test_search_modes_are_the_module_i_embeddings_the_classifiers_and_their_alph
 
     texts = demo.test.texts[:300]
     q = plain.embed(tokens(plain, texts)).numpy()
-    for mode, vectors in (("de", z), ("clf", w), ("fused", alpha * w + (1 - alpha) * z)):
+    # "dense": the network's own ranking (DEXA's fused scores), without the ranking stage
+    for mode, vectors in (("de", z), ("clf", w), ("dense", alpha * w + (1 - alpha) * z)):
         searched = model.with_search(mode)
         np.testing.assert_allclose(searched.label_embeddings, vectors, atol=1e-6)
         expected = retrieve(q, vectors, 10)

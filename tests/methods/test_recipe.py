@@ -56,7 +56,7 @@ def test_model_directory_predicts_the_same_after_reload(demo, trained):
     a, b = model.predict(texts, 10), again.predict(texts, 10)
     assert_same_ranking(a.indices, a.scores, b.indices, b.scores)
     assert sorted(p.name for p in out.iterdir()) == [
-        "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "training"]
+        "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "ranker", "training"]
     assert sorted(p.name for p in (out / "training").iterdir()) == ["config.yaml", "metrics.jsonl"]
 
 
@@ -101,7 +101,8 @@ def _train_cmd(data, out, *extra):
     return [sys.executable, "-m", "xdex", "train", "--method", "ngame", "--data", str(data), "--out", str(out),
             "--quiet", "--set", "trainer.epochs=5", "--set", "sampling.first_refresh=1",
             "--set", "sampling.refresh_every=2", "--set", "sampling.batch_size=64",
-            "--set", "data.validation_size=100", "--set", "trainer.eval_every=1", *extra]
+            "--set", "data.validation_size=100", "--set", "trainer.eval_every=1",
+            "--set", "ranker.lexical.classifier=napkinxc-plt", *extra]  # seeded (Omikuji is not): the same fusion
 
 
 def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path):

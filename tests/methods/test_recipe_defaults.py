@@ -7,7 +7,7 @@ import pytest
 import yaml
 from cli_runner import xdex_cli
 
-from xdex.config import from_dict, to_dict
+from xdex.config import to_dict
 from xdex.encoders.factory import BAG_DEFAULTS
 from xdex.methods.recipe import FRESH_SECTIONS, METHODS, RecipeConfig, load_recipe, recipe_path
 
@@ -24,7 +24,7 @@ def leaves(section: dict, prefix: tuple = ()) -> dict[tuple, object]:
 
 
 def test_the_base_recipe_equals_the_config_defaults():
-    assert from_dict(RecipeConfig, read("base")) == RecipeConfig()
+    assert RecipeConfig.from_dict(read("base")) == RecipeConfig()
     assert read("base")["encoder"] == {"type": "bag", **BAG_DEFAULTS}
 
 

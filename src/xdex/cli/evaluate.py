@@ -35,8 +35,10 @@ from xdex.metrics.evaluation import filtered, require_test
 logger = logging.getLogger(__name__)
 
 DATA_HELP = "Dataset folder (any supported layout), or 'demo' for the bundled dataset."
-SEARCH_HELP = ("Search with one part of the model: de (label embeddings alone) or clf (classifiers alone); "
-               "the default is the model's own: concat for UniDEC (both heads), fused for DEXA.")
+SEARCH_HELP = ("Rank with one part of the model: lexical (the ranking stage's TF-IDF channel alone), dense (the "
+               "network's own ranking, without the ranking stage), de (label embeddings alone) or clf "
+               "(classifiers alone); the default is the model's own: fused (the ranking stage, every channel), or "
+               "for a model without one concat for UniDEC (both heads), fused for DEXA.")
 
 
 def parse_ks(text: str, option: str) -> list[int]:

@@ -7,7 +7,7 @@ Bag of embeddings (a setting left out takes its value from ``BAG_DEFAULTS``, whi
       type: bag
       dim: 256
       weighting: learned      # idf | learned | none
-      max_length: 32
+      max_length: auto        # tokens read per text; auto: from the training texts (length_from_data)
       sparse: true            # sparse gradients, for SparseAdam
       vocab_size: 30000       # WordPiece vocabulary trained on the corpus ...
       init_from: /models/m2v  # ... or the tokenizer and token embeddings of a local model folder
@@ -18,7 +18,7 @@ Transformer::
       type: transformer
       model_dir: /models/all-MiniLM-L6-v2
       pooling: mean           # mean | cls
-      max_length: 32
+      max_length: 32          # or auto
       bf16: true
 """
 
@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from xdex.encoders.bag import WEIGHTINGS, BagOfEmbeddings, idf_weights
 from xdex.encoders.base import Encoder, read_config
@@ -41,15 +43,45 @@ _TRANSFORMER_KEYS = {"model_dir", "pooling", "max_length", "bf16"}
 
 
 BAG_DEFAULTS: dict[str, Any] = {  # a bag encoder's settings when a config leaves them out (= configs/base.yaml)
-    "dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": 32, "sparse": True,
+    "dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": "auto", "sparse": True,
 }
+AUTO = "auto"
+LENGTH_QUANTILE = 0.95  # max_length auto: the training texts' 95th percentile of token counts ...
+LENGTH_RANGE = (32, 128)  # ... within these bounds (short texts keep 32; long ones are read up to 128 tokens)
+LENGTH_SAMPLE = 20_000  # texts counted at most (a seeded sample of larger corpora)
 
 
-def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None) -> Encoder:
+def length_from_data(tokenizer: Tokenizer, texts: Sequence[str], special_tokens: bool = False, seed: int = 0) -> int:
+    """``max_length: auto``: the 95th percentile of the token counts of ``texts`` (the training documents), rounded
+    up to a multiple of 8 and kept within :data:`LENGTH_RANGE`; the lower bound without texts."""
+    low, high = LENGTH_RANGE
+    if not texts:
+        return low
+    if len(texts) > LENGTH_SAMPLE:
+        rows = np.random.default_rng(seed).choice(len(texts), LENGTH_SAMPLE, replace=False)
+        texts = [texts[i] for i in sorted(rows)]
+    counts = np.diff(tokenizer.tokenize(texts, 1_000_000, special_tokens).offsets)
+    length = int(np.ceil(np.quantile(counts, LENGTH_QUANTILE) / 8) * 8)
+    return min(max(length, low), high)
+
+
+def _max_length(value: Any) -> int | str:
+    if value == AUTO:
+        return AUTO
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"encoder config: max_length must be a number of tokens or 'auto', got {value!r}") from None
+
+
+def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None,
+                  documents: Sequence[str] | None = None) -> Encoder:
     """A new encoder from ``config``.
 
     ``texts`` is the training corpus (training texts and label texts): a bag encoder learns its
     WordPiece vocabulary from it (unless ``init_from`` names a model folder) and its IDF weights.
+    ``documents`` are the training documents whose lengths ``max_length: auto`` follows (:func:`length_from_data`;
+    default ``texts``).
     """
     settings = dict(config)
     kind = settings.pop("type", None)
@@ -63,15 +95,21 @@ def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None)
     if kind == "transformer":
         if "model_dir" not in settings:
             raise ValueError("encoder config: type 'transformer' needs model_dir (a local Hugging Face model folder)")
-        return Transformer(settings.pop("model_dir"), **settings)
-    return _build_bag(settings, texts)
+        max_length = _max_length(settings.pop("max_length", 32))
+        encoder = Transformer(settings.pop("model_dir"), max_length=max_length if isinstance(max_length, int) else 32,
+                              **settings)
+        if max_length == AUTO:
+            encoder.max_length = length_from_data(encoder.tokenizer, documents or texts or [], special_tokens=True)
+        return encoder
+    return _build_bag(settings, texts, documents)
 
 
-def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEmbeddings:
+def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None, documents: Sequence[str] | None
+               ) -> BagOfEmbeddings:
     from_model = {"dim", "vocab_size"} if "init_from" in settings else set()  # a local model's width and vocabulary
     settings = {**{k: v for k, v in BAG_DEFAULTS.items() if k not in from_model}, **settings}
     weighting = settings["weighting"]
-    max_length = int(settings["max_length"])
+    max_length = _max_length(settings["max_length"])
     seed = int(settings.get("seed", 0))
     init_from = settings.get("init_from")
     if weighting not in WEIGHTINGS:
@@ -92,6 +130,9 @@ def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None) -> BagOfEm
         vocab_size, lowercase = int(settings["vocab_size"]), bool(settings.get("lowercase", True))
         tokenizer = Tokenizer.train_wordpiece(texts, vocab_size, lowercase=lowercase, seed=seed)
         embeddings = None
+    if max_length == AUTO:
+        max_length = length_from_data(tokenizer, documents or texts or [], seed=seed)
+    assert isinstance(max_length, int)
     rows = tokenizer.vocab_size if embeddings is None else embeddings.shape[0]
     idf = None
     if weighting in ("idf", "learned") and texts is not None:

@@ -15,6 +15,8 @@ Layout::
       label_embeddings.npy   label-side search vectors, L x d (normalised embeddings, UniDEC's concatenation,
                              DEXA's fused vectors)
       index/                 the search index over the label embeddings
+      ranker/                the ranking stage: lexical model and fusion weights (absent when the recipe has none;
+                             see xdex.ranking.ranker)
       added_labels.npz       labels added after training, by their texts (absent when none; see
                              xdex.inference.added_labels)
 """
@@ -43,13 +45,16 @@ from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no tra
 from xdex.metrics.ranking import Ranking
 from xdex.modules import load_net
 from xdex.modules.network import Network
+from xdex.ranking.ranker import MODES as RANKER_MODES
+from xdex.ranking.ranker import Ranker
 
 log = logging.getLogger(__name__)
 
 MARKER = "meta.json"
 CONFIG = "config.yaml"
 FILES = "files"  # meta.json's record of the files written: relative path -> {"bytes", "sha256"}
-ENCODER_DIR, INDEX_DIR = "encoder", "index"
+ENCODER_DIR, INDEX_DIR, RANKER_DIR = "encoder", "index", "ranker"
+DENSE = "dense"  # the network's own ranking, without the ranking stage
 TOP_FILES = (CONFIG, "labels.jsonl", "label_embeddings.npy", "heads.json", "heads.safetensors")
 
 
@@ -71,10 +76,17 @@ class DualEncoderModel:
     config: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     added_vectors: np.ndarray | None = None
+    ranker: Ranker | None = None
+    channel: str | None = None  # "fused" or "lexical": the ranker's ranking; None: the ranker's choice, else the
+    # network's own search
 
     def __post_init__(self) -> None:
         if self.added_vectors is None:
             self.added_vectors = np.zeros((0, self.label_embeddings.shape[1]), np.float32)
+        if self.ranker is not None and self.channel is None and self.ranker.served in RANKER_MODES:
+            self.channel = self.ranker.served  # the ranking chosen on validation (else the network's own)
+        if self.channel is not None and (self.ranker is None or self.channel not in RANKER_MODES):
+            raise ValueError(f"search mode {self.channel!r} needs a ranking stage of the model")
         if not len(self.label_ids) == len(self.label_texts) == self.n_trained + len(self.added_vectors):
             raise ValueError(f"{len(self.label_ids)} label ids and {len(self.label_texts)} texts for "
                              f"{self.n_trained} trained and {len(self.added_vectors)} added label vectors")
@@ -89,31 +101,58 @@ class DualEncoderModel:
         return self.net.text_vectors(texts, batch_size).numpy()
 
     def predict(self, texts: list[str], k: int = 10) -> Ranking:
-        """Top-``k`` label rows and scores (inner products of search vectors; OAK's re-scored candidates) for
-        each text, best first."""
-        return self.net.rank(texts, self.index, k, added=self.added_vectors)
+        """Top-``k`` label rows and scores for each text, best first: the ranking stage's fused scores, or (without
+        one, or in a network's search mode) inner products of search vectors (OAK: its re-scored candidates)."""
+        if self.channel is None or self.ranker is None:
+            return self.net.rank(texts, self.index, k, added=self.added_vectors)
+        queries = self.embed_texts(texts) if self.channel == "fused" else None
+        return self.ranker.rank(texts, queries, self.index, self._label_vectors, k, self.added_vectors,
+                                self.channel)
+
+    def _label_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The search vectors of label ``rows`` (any shape), trained or added."""
+        n, added_vectors = self.n_trained, self.added_vectors
+        trained = np.asarray(self.label_embeddings[np.minimum(rows, n - 1)], dtype=np.float32)
+        if added_vectors is None or not len(added_vectors):
+            return trained
+        added = added_vectors[np.clip(rows - n, 0, len(added_vectors) - 1)]
+        return np.where((rows >= n)[..., None], added, trained)
 
     @property
     def search(self) -> str:
-        """How queries meet labels: ``"de"`` for a dual encoder; UniDEC also ``"concat"`` or ``"clf"``."""
-        return self.net.search
+        """How texts meet labels: ``"fused"`` or ``"lexical"`` with a ranking stage, else the network's mode
+        (``"de"`` for a dual encoder; UniDEC also ``"concat"`` or ``"clf"``; DEXA ``"fused"``, ``"clf"``)."""
+        return self.channel if self.channel is not None else self.net.search
+
+    @property
+    def search_modes(self) -> tuple[str, ...]:
+        """Every mode :meth:`with_search` takes: with a ranking stage ``"fused"``, ``"lexical"`` and ``"dense"``
+        (the network's own ranking, without the stage), then the network's other modes."""
+        if self.ranker is None:
+            return tuple(self.net.search_modes)
+        return (*RANKER_MODES, DENSE, *(m for m in self.net.search_modes if m not in (*RANKER_MODES, DENSE)))
 
     def with_search(self, mode: str, batch_size: int = 512) -> DualEncoderModel:
-        """This model searching in another mode of its network (UniDEC Table 5: ``"concat"``, ``"de"``,
-        ``"clf"``; DEXA: ``"fused"``, ``"de"``, ``"clf"``): label vectors are recomputed and searched
-        exactly. The model itself is left unchanged."""
+        """This model ranking in another mode: the ranking stage's ``"fused"`` (every channel) or ``"lexical"``
+        (the lexical channel alone), ``"dense"`` (the network's own ranking alone), or another mode of the
+        network (UniDEC Table 5: ``"concat"``, ``"de"``, ``"clf"``; DEXA: ``"de"``, ``"clf"``), whose label
+        vectors are recomputed and searched exactly. The model itself is left unchanged."""
         if mode == self.search:
             return self
-        modes = self.net.search_modes
-        if mode not in modes:
-            raise ValueError(f"search mode {mode!r} is not one of this model's: {', '.join(modes)}")
+        if mode not in self.search_modes:
+            raise ValueError(f"search mode {mode!r} is not one of this model's: {', '.join(self.search_modes)}")
+        if self.ranker is not None and mode in RANKER_MODES:
+            return dataclasses.replace(self, channel=mode)
+        if mode in (DENSE, self.net.search):  # the network's own vectors, without the ranking stage
+            return dataclasses.replace(self, channel=None, ranker=None)
         net = copy.deepcopy(self.net)
         net.search = mode
         z = net.label_vectors(net.encoder.tokenize(self.label_texts[: self.n_trained]), batch_size).numpy()
         index = ExactIndex(z.shape[1], metric="ip")
         index.add(z)
         added = _new_label_vectors(net, self.label_texts[self.n_trained :], batch_size)
-        return dataclasses.replace(self, net=net, label_embeddings=z, index=index, added_vectors=added)
+        return dataclasses.replace(self, net=net, label_embeddings=z, index=index, added_vectors=added, channel=None,
+                                   ranker=None)
 
     def with_labels(
         self, texts: Sequence[str], keys: Sequence[str] | None = None, batch_size: int = 512
@@ -148,11 +187,15 @@ class DualEncoderModel:
         the sub-folders of a save that was cut off before its ``meta.json``), so that check is skipped."""
         folder = Path(folder)
         if not owned:
-            _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR))
+            _check_replaceable(folder, (ENCODER_DIR, INDEX_DIR, RANKER_DIR))
         folder.mkdir(parents=True, exist_ok=True)
         _replace_dir(folder / ENCODER_DIR, self.net.encoder.save)
         self.net.save_heads(folder)  # UniDEC heads, DEXA classifiers, OAK's block and linker/
         _replace_dir(folder / INDEX_DIR, self.index.save)
+        if self.ranker is not None:
+            _replace_dir(folder / RANKER_DIR, self.ranker.save)
+        elif (folder / RANKER_DIR).is_dir():  # a model saved without its ranking stage: the stage is not its
+            shutil.rmtree(folder / RANKER_DIR)
         with atomic_path(folder / "label_embeddings.npy") as tmp, open(tmp, "wb") as f:
             np.save(f, self.label_embeddings.astype(np.float32))
         n = self.n_trained  # the trained labels; added ones live in added_labels.npz
@@ -199,7 +242,8 @@ class DualEncoderModel:
             ids, texts = ids + added.keys, texts + added.texts
         # the index's own checksums are checked only where meta.json does not already cover its files
         index = load_index(folder / INDEX_DIR, verify=verify and files is None)
-        return cls(net, ids, texts, emb, index, config, meta, vectors)
+        ranker = Ranker.load(folder / RANKER_DIR, len(emb)) if (folder / RANKER_DIR).is_dir() else None
+        return cls(net, ids, texts, emb, index, config, meta, vectors, ranker)
 
 
 def _read_meta(folder: Path) -> dict:
@@ -262,7 +306,7 @@ def _written_files(folder: Path, model_subfolders: Sequence[str]) -> dict[str, d
     ``added_labels.npz``, which changes after training and has a fingerprint of its own), by relative path; the
     files of ``model_subfolders`` (model directories of their own, e.g. OAK's linker) as their records say."""
     paths = [folder / name for name in TOP_FILES if (folder / name).is_file()]
-    for sub in (ENCODER_DIR, INDEX_DIR):
+    for sub in (ENCODER_DIR, INDEX_DIR, RANKER_DIR):
         paths += sorted(p for p in (folder / sub).rglob("*") if p.is_file())
     digests = read_meta(folder / INDEX_DIR, verify=False)["files"]  # the index's own, hashed as it wrote them
     out = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": digests[p.name]}

@@ -100,12 +100,15 @@ class OakObjective(DualEncoderObjective):
 
 def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
     """The linker's RecipeConfig: its packaged recipe (``oak.linker.method``, default ngame) with the other
-    keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run."""
+    keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run. The linker ranks AKPs by its
+    embeddings alone: it has no ranking stage unless ``oak.linker.ranker`` asks for one."""
     section = dict(config.linker)
     method = section.get("method", "ngame")
     if method == "oak":
         raise ValueError("oak.linker.method cannot be oak: the linker is a recipe without auxiliary knowledge")
     cfg = load_recipe(method, overrides=_as_overrides(section))
+    if "ranker" not in section:
+        cfg.sections.pop("ranker", None)
     cfg.trainer.progress = parent.progress
     return cfg
 

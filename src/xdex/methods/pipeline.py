@@ -72,7 +72,9 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
 
     torch.manual_seed(seed)
     encoder_cfg = {k: v for k, v in config.encoder.items() if v is not None}  # null = unset
-    run.encoder = encoder = build_encoder(encoder_cfg, run.query_texts + run.label_texts + run.vocabulary_texts)
+    run.encoder = encoder = build_encoder(encoder_cfg, run.query_texts + run.label_texts + run.vocabulary_texts,
+                                          documents=run.query_texts)
+    log.info("encoder reads up to %d tokens per text", encoder.max_length)
     cache = encoder.token_cache()  # shared by runs on the same texts ($XDEX_CACHE_DIR, default ~/.cache/xdex)
     with main_first():  # under torchrun rank 0 fills the token cache, then the other ranks read it
         run.queries, run.labels = cache.get(run.query_texts), cache.get(run.label_texts)
@@ -96,7 +98,8 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
     net = run.net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     z = net.label_vectors(run.labels, config.sampling.embed_batch_size).numpy()
     model = write_model(out, net, z, run.label_texts, dataset, config, run.trainer, len(train_rows),
-                        len(valid_rows), train_seconds, [workdir / CHECKPOINT, *run.checkpoints], run.meta)
+                        len(valid_rows), train_seconds, [workdir / CHECKPOINT, *run.checkpoints], run.meta,
+                        run.ranker)
     log.info("model written to %s (%.0f s)", out, train_seconds)
     return model
 
@@ -163,6 +166,8 @@ def _evaluator(run: Run):
             q = run.validation_queries()
         else:
             q = run.net.query_vectors(valid.tokens, batch).numpy()
+        if run.validation_scorer is not None:  # the ranking stage: the ranking the model will serve
+            return run.validation_scorer(q, z)
         ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
         if valid.pairs is not None:
             ranking = remove_pairs(ranking, valid.pairs)

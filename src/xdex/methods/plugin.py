@@ -35,10 +35,12 @@ if TYPE_CHECKING:
     from xdex.encoders.base import Encoder
     from xdex.inference.model import DualEncoderModel
     from xdex.modules.network import Network
+    from xdex.ranking.ranker import Ranker
     from xdex.text.tokens import TokenizedTexts
     from xdex.train import Objective, Trainer
 
-BUILTIN = ("xdex.methods.full_label", "xdex.methods.unidec", "xdex.methods.dexa", "xdex.methods.oak")
+BUILTIN = ("xdex.methods.full_label", "xdex.methods.unidec", "xdex.methods.dexa", "xdex.methods.oak",
+           "xdex.methods.ranker")  # in this order: the ranking stage comes after every other stage
 
 
 @dataclass
@@ -78,9 +80,12 @@ class Run:
     validation: Validation | None = None
     validation_queries: Callable[[], np.ndarray] | None = None  # query vectors of validation (default: the net's)
     validation_labels: Callable[[], np.ndarray] | None = None  # label vectors of validation (default: the net's)
+    # the validation metrics from those query and label vectors (default: their inner-product ranking's)
+    validation_scorer: Callable[[np.ndarray, np.ndarray], dict[str, float]] | None = None
     net: Network | None = None
     objective: Objective | None = None
     trainer: Trainer | None = None
+    ranker: Ranker | None = None  # the ranking stage of the model, once fitted (methods/ranker.py)
     checkpoints: list[Path] = field(default_factory=list)  # removed once the model directory is written
     meta: dict[str, Any] = field(default_factory=dict)  # added to the model's meta.json
     shared: dict[str, Any] = field(default_factory=dict)  # what a plug-in's stages hand each other

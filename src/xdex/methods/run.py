@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from xdex.train.distributed import is_main
 
 if TYPE_CHECKING:
     from xdex.methods.recipe import RecipeConfig
+    from xdex.ranking.ranker import Ranker
 
 
 def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +100,7 @@ def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
 def write_model(
     out: Path, net, label_vectors: np.ndarray, lab_texts: list[str], dataset: Dataset, config: RecipeConfig,
     trainer: Trainer, n_train: int, n_valid: int, train_seconds: float, checkpoints: list[Path],
-    extra_meta: dict | None = None,
+    extra_meta: dict | None = None, ranker: Ranker | None = None,
 ) -> DualEncoderModel:
     """Index the trained label vectors, record the training metadata and write the model directory ``out``;
     the finished run's ``checkpoints`` are removed (only an unfinished run needs them; the metrics logs stay)."""
@@ -122,9 +124,13 @@ def write_model(
         **(extra_meta or {}),
     }
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
-    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta)
+    model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta,
+                             ranker=ranker)
     model.save(out, owned=True)  # train/run_folder.py checked that out is this run's
     for done in checkpoints:
-        done.unlink(missing_ok=True)
+        if done.is_dir():
+            shutil.rmtree(done)
+        else:
+            done.unlink(missing_ok=True)
     return model
 

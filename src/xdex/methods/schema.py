@@ -135,6 +135,16 @@ class OakConfig:
 
 
 @dataclass
+class RankerConfig:
+    """The ranking stage (the ``ranker`` section; ``methods/ranker.py``): lexical channel and learned fusion."""
+
+    dense_candidates: int = 20  # labels from the dense index per text (at least k when k labels are asked for)
+    lexical_candidates: int = 20  # labels from the lexical model per text (docs/benchmarks.md: the choice)
+    lexical: dict = field(default_factory=dict)  # settings of xdex.ranking.LexicalConfig (default: its own)
+    fusion_c: float = 1.0  # inverse L2 strength of the logistic fusion
+
+
+@dataclass
 class DataConfig:
     label_text: Literal["text", "text+desc"] = "text"  # what the label side of the encoder reads
     validation_size: int = 1000  # training documents held out for model selection (0: none)
@@ -146,6 +156,7 @@ SECTIONS: dict[str, type] = {  # a method's own section of a recipe -> its datac
     "aux": AuxConfig,  # DEXA Module I: auxiliary vectors for label clusters
     "classifiers": ClassifierConfig,  # DEXA Module II: per-label classifiers, fused scores
     "oak": OakConfig,  # OAK: linker, AK bank and combiner, refined classifiers (three stages)
+    "ranker": RankerConfig,  # the ranking stage: lexical channel and learned fusion (every packaged recipe)
 }
 
 
@@ -170,7 +181,7 @@ class RecipeConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     index: dict = field(default_factory=lambda: {"kind": "exact"})
-    sections: dict[str, Any] = field(default_factory=dict)  # name -> dataclass of SECTIONS[name]
+    sections: dict[str, Any] = field(default_factory=lambda: {"ranker": RankerConfig()})  # name -> SECTIONS[name]
 
     def section(self, name: str) -> Any:
         """The method section ``name`` (a dataclass of :data:`SECTIONS`), or None when the recipe has none."""

@@ -55,7 +55,9 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -291,9 +293,10 @@ class _Omikuji:
         hp.min_branch_size = config.max_leaf
         if config.classifier == "omikuji-bonsai":  # the Bonsai settings of Omikuji's README
             hp.cluster_k, hp.cluster_balanced, hp.max_depth = 100, False, 3
-        model = omikuji.Model.train_on_data(str(path), hp, n_threads=config.threads)
+        with _library_output_to_log("omikuji"):
+            model = omikuji.Model.train_on_data(str(path), hp, n_threads=config.threads)
+            model.save(str(folder / CLASSIFIER_DIR))
         path.unlink()
-        model.save(str(folder / CLASSIFIER_DIR))
         # the saved forest: a loaded model averages its trees in another order than the trained one
         return cls.load(folder / CLASSIFIER_DIR, config)
 
@@ -301,7 +304,8 @@ class _Omikuji:
     def load(cls, folder: Path, config: LexicalConfig) -> _Omikuji:
         import omikuji
 
-        return cls(omikuji.Model.load(str(folder)), config)
+        with _library_output_to_log("omikuji"):
+            return cls(omikuji.Model.load(str(folder)), config)
 
     def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
         out = []
@@ -529,6 +533,31 @@ class LexicalModel:
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _library_output_to_log(library: str) -> Any:
+    """Send what a compiled library writes to the process's stdout and stderr (Omikuji's Rust logger and progress
+    bars: thousands of frames in a redirected log) to this module's debug log instead."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            sink.seek(0)
+            text = sink.read().decode("utf-8", "replace")
+            lines = [line.rsplit("\r", 1)[-1].strip() for line in text.splitlines()]  # a bar's last frame
+            for line in filter(None, lines):
+                logger.debug("%s: %s", library, line)
+
 
 def _seed_c_rand(seed: int) -> None:
     """Seed the C library's ``rand()``, from which LIBLINEAR (inside napkinXC) draws its coordinate order; napkinXC

@@ -1,0 +1,167 @@
+"""The ranking stage on the pipeline (``ranking/``), for every recipe with a ``ranker`` section (``configs/base.yaml``
+gives every recipe one; ``ranker: null`` turns it off): before the fit, the lexical channel is fitted on the
+training documents, and each validation of the fit scores the fused ranking, so the epoch kept is the one whose
+served ranking is best; after the fit, the fusion is fitted on the validation documents' candidates and the
+model's default ranking chosen (the fused one, unless a channel alone does better on validation).
+
+Every input of the fusion is honest: the network and the lexical model are fitted without the validation
+documents, so their scores on them look like their scores on new texts. The validation figures it records are
+cross-fitted (fusion fitted on one half of the validation documents, scored on the other, and the other way
+round), so they estimate the served ranking's quality; the fusion served is then fitted on all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from xdex.index.retrieval import retrieve
+from xdex.methods.plugin import Plugin, Run, Validation, register
+from xdex.methods.schema import RankerConfig, RecipeConfig
+from xdex.metrics.measures import compute_metrics
+from xdex.metrics.propensity import inverse_propensity
+from xdex.metrics.ranking import Ranking, remove_pairs
+from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, label_prior
+from xdex.ranking.lexical import LexicalConfig, LexicalModel
+from xdex.ranking.ranker import Ranker, top_k
+from xdex.train.distributed import is_main
+
+log = logging.getLogger(__name__)
+
+LEXICAL_DIR = "lexical"  # the lexical channel of an unfinished run, in its training folder
+
+
+def check_ranker(config: RecipeConfig) -> None:
+    """Refuse shortlist sizes and lexical settings the stage cannot fit with, before anything trains."""
+    section = config.section("ranker")
+    if section.dense_candidates < 0 or section.lexical_candidates < 0:
+        raise ValueError("ranker.dense_candidates and ranker.lexical_candidates must be >= 0")
+    if section.dense_candidates + section.lexical_candidates == 0:
+        raise ValueError("ranker.dense_candidates and ranker.lexical_candidates are both 0: no candidates to rank "
+                         "(set ranker: null to train without the ranking stage)")
+    if not section.fusion_c > 0:
+        raise ValueError(f"ranker.fusion_c must be > 0, not {section.fusion_c}")
+    try:
+        LexicalConfig.from_dict(section.lexical)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"ranker.lexical: {e}") from None
+
+
+def prepare_ranker(run: Run) -> None:
+    """The before-fit stage: fit the lexical channel (it does not depend on the network) and have every validation
+    of the fit score the ranking the model will serve, so the epoch is chosen on it (:func:`validation_scorer`)."""
+    config = run.config.section("ranker")
+    assert config is not None  # the plug-in is active
+    if not is_main() or run.validation is None:  # rank 0 alone validates and writes the model
+        return
+    folder = run.training_folder() / LEXICAL_DIR  # a resumed run goes on with the lexical model it fitted
+    if run.resume and (folder / "meta.json").is_file():
+        lexical = LexicalModel.load(folder)
+        log.info("lexical channel read from %s", folder)
+    else:
+        lexical_config = LexicalConfig.from_dict({"seed": run.config.trainer.seed, **config.lexical})
+        lexical = LexicalModel(lexical_config).fit(run.query_texts, run.train_labels)
+        lexical.save(folder)
+    run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
+    ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
+                    lexical_candidates=config.lexical_candidates)
+    run.shared["ranker"] = ranker
+    run.validation_scorer = validation_scorer(run, ranker)
+
+
+def validation_scorer(run: Run, ranker: Ranker):
+    """Validation metrics of the fused ranking (cross-fitted) from validation query vectors ``q`` and label
+    vectors ``z``; the network's own ranking's metrics are added as ``dense_<metric>``."""
+    config, valid = run.config.section("ranker"), run.validation
+    assert valid is not None
+    lexical_shortlist = ranker.lexical_shortlist(valid.texts)  # the same at every epoch: computed once
+    inv_propensity = inverse_propensity(run.train_labels)
+
+    def score(q: np.ndarray, z: np.ndarray) -> dict[str, float]:
+        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist)
+        try:
+            figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
+                                   inv_propensity)
+        except ValueError as e:  # no relevant label among the candidates of one half: the network's own figures
+            log.warning("the fused ranking is not scored at this epoch: %s", e)
+            figures = {"fused": dense_metrics(q, z, valid, run.config.data.eval_ks), "dense": {}}
+        return {**figures["fused"], **{f"dense_{name}": value for name, value in figures["dense"].items()}}
+
+    return score
+
+
+def dense_metrics(q: np.ndarray, z: np.ndarray, valid: Validation, ks: list[int]) -> dict[str, float]:
+    ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
+    if valid.pairs is not None:
+        ranking = remove_pairs(ranking, valid.pairs)
+    return compute_metrics(ranking, valid.labels, ks)
+
+
+def fit_ranker(run: Run) -> None:
+    """The after-fit stage: ``run.ranker`` from the trained ``run.net`` (module docstring)."""
+    config = run.config.section("ranker")
+    assert config is not None and run.net is not None  # the plug-in is active; the network is trained
+    ranker, valid = run.shared.get("ranker"), run.validation
+    if ranker is None or valid is None:
+        if is_main() and valid is None:
+            log.warning("no validation documents (data.validation_size is 0): the ranking stage is not fitted")
+        return
+    _, _, labels = run.inputs()
+    batch = run.config.sampling.embed_batch_size
+    z = run.net.label_vectors(labels, batch).numpy()  # what the model directory's index will hold
+    found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids])
+    try:
+        figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
+                               inverse_propensity(run.train_labels))
+        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c, run.config.trainer.seed)
+    except ValueError as e:  # e.g. no validation document has a relevant label among its candidates
+        log.warning("the ranking stage is left out of the model: %s", e)
+        return
+    run.meta["ranker"] = figures
+    ranker.served = served(figures, run.config.trainer.select_metric)
+    log.info("the model serves its %s ranking (the best on validation by %s)", ranker.served,
+             run.config.trainer.select_metric)
+    run.ranker = ranker
+
+
+def served(figures: dict[str, dict], metric: str) -> str:
+    """The ranking a model serves: the fused one where it beats each channel alone on validation, else the better
+    channel (the network's own on a tie)."""
+    score = {name: figures[name].get(metric, float("-inf")) for name in ("fused", "dense", "lexical")}
+    if score["fused"] > max(score["dense"], score["lexical"]):
+        return "fused"
+    return "lexical" if score["lexical"] > score["dense"] else "dense"
+
+
+def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, seed: int,
+                 inv_propensity: np.ndarray | None = None) -> dict[str, dict]:
+    """Validation metrics of the fused ranking (two-fold cross-fitted), the dense shortlist and the lexical one
+    (PSP@k too, given the labels' inverse propensities)."""
+    n_known = int(found.ids.max(initial=0)) + 1  # every validation candidate is a trained label
+    rng = np.random.default_rng([seed, 23])
+    half = rng.permutation(len(found.ids)) < len(found.ids) // 2
+    scores = np.full(found.ids.shape, -np.inf, np.float32)
+    for part in (half, ~half):
+        fold = Candidates(found.ids[~part], found.features[~part])
+        if len(fold.ids) == 0:
+            continue
+        fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c, seed)
+        scores[part] = fusion.score(Candidates(found.ids[part], found.features[part]), n_known)
+    column = {name: i for i, name in enumerate(FEATURES)}
+    dense = found.features[..., column["dense"]] + 1e-3 * found.features[..., column["dense_rrank"]]  # rank: ties
+    lexical = np.where(found.features[..., column["in_lexical"]] > 0, found.features[..., column["lexical"]], -np.inf)
+
+    def measure(values: np.ndarray) -> dict[str, float]:
+        ranking: Ranking = top_k(found, values, valid.depth)
+        if valid.pairs is not None:
+            ranking = remove_pairs(ranking, valid.pairs)
+        return {k: round(v, 2) for k, v in compute_metrics(ranking, valid.labels, ks, inv_propensity).items()}
+
+    figures = {"fused": measure(scores), "dense": measure(dense), "lexical": measure(lexical)}
+    log.info("ranking stage on validation (cross-fitted): %s",
+             "; ".join(f"{name} P@1 {m.get('P@1', float('nan')):.2f}" for name, m in figures.items()))
+    return figures
+
+
+register(Plugin("ranker", RankerConfig, check=check_ranker, before_fit=(prepare_ranker,), after_fit=(fit_ranker,)))

@@ -1,0 +1,165 @@
+"""The ranking stage of a model: dense and lexical shortlists, fused by a model learnt on validation data.
+
+For each text: the dense channel's top ``dense_candidates`` labels (the model's index, and the labels added
+after training, searched exactly) and the lexical channel's top ``lexical_candidates``
+(:class:`~xdex.ranking.lexical.LexicalModel`) are merged into one candidate set, whose features
+(:mod:`xdex.ranking.fusion`) the fusion scores; the top k by fused score are returned. ``mode="lexical"``
+ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
+
+    ranker/
+      ranker.json     format, version, the shortlist sizes and the ranking served by default
+      fusion.json     the fusion's weights
+      prior.npy       the trained labels' priors
+      lexical/        the lexical model (its own pickle-free format)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from xdex.index.base import Index
+from xdex.index.retrieval import retrieve, with_added
+from xdex.jsonfile import read_json, write_json
+from xdex.metrics.ranking import PAD, Ranking
+from xdex.ranking.fusion import Candidates, LogisticFusion, candidates
+from xdex.ranking.lexical import LexicalModel
+
+log = logging.getLogger(__name__)
+
+FORMAT = "xdex-ranker"
+VERSION = 1
+MODES = ("fused", "lexical")  # the rankings of the stage; "dense" is the network's own, without it
+SERVED = (*MODES, "dense")
+CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
+
+
+@dataclass
+class Ranker:
+    """Lexical channel + fusion over the dense and lexical shortlists (module docstring)."""
+
+    lexical: LexicalModel
+    prior: np.ndarray  # [trained labels]: log(1 + n_l) / log(1 + max n)
+    fusion: LogisticFusion | None = None  # fitted on validation candidates (methods/ranker.py)
+    dense_candidates: int = 20  # 0: no dense shortlist (the dense score stays a feature of lexical candidates)
+    lexical_candidates: int = 20  # 0: no lexical shortlist, so no lexical features (dense score and prior)
+    served: str = "fused"  # the ranking a model serves by default, chosen on validation (methods/ranker.py)
+
+    def __post_init__(self) -> None:
+        if self.served not in SERVED:
+            raise ValueError(f"a ranker serves one of {', '.join(SERVED)}, not {self.served!r}")
+        sizes = (self.dense_candidates, self.lexical_candidates)
+        if min(sizes) < 0 or not sum(sizes):
+            raise ValueError(f"the ranker's shortlists need sizes >= 0, not both 0 (dense {self.dense_candidates}, "
+                             f"lexical {self.lexical_candidates})")
+
+    def lexical_shortlist(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The lexical channel's top ``lexical_candidates`` labels of each text and their scores."""
+        n = len(texts)
+        if self.lexical_candidates == 0:
+            return np.full((n, 0), PAD, np.int64), np.zeros((n, 0), np.float32)
+        return self.lexical.predict(list(texts), self.lexical_candidates)
+
+    def candidates(self, texts: Sequence[str], queries: np.ndarray, index: Index | np.ndarray,
+                   label_vectors: Callable[[np.ndarray], np.ndarray], added: np.ndarray | None = None, k: int = 0,
+                   lexical: tuple[np.ndarray, np.ndarray] | None = None) -> Candidates:
+        """The candidates of ``texts`` (their dense query vectors ``queries``) and their features.
+
+        ``index`` searches the trained labels (an index or their vectors); ``label_vectors(ids)`` gives the search
+        vectors of label rows ``ids`` (any shape), trained or added. The dense shortlist holds at least ``k``
+        labels, so that a ranking of ``k`` labels is never cut short. ``lexical``: the texts'
+        :meth:`lexical_shortlist`, when already computed.
+        """
+        n_known, n = len(self.prior), len(texts)
+        dense_ids = np.full((n, 0), PAD, np.int64)
+        if self.dense_candidates > 0:
+            width = max(self.dense_candidates, k)
+            dense = retrieve(queries, index, width)
+            if added is not None and len(added):
+                dense = with_added(dense, queries, added, n_known, width)
+            dense_ids = dense.indices
+        lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
+
+        def dense_score(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+            return np.einsum("ncd,nd->nc", label_vectors(ids), queries[rows[:, 0]])
+
+        return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
+
+    def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
+             label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
+             mode: str = "fused") -> Ranking:
+        """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
+        vectors) or by the lexical channel alone (``"lexical"``; ``queries`` unused)."""
+        if mode not in MODES:
+            raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
+        if mode == "lexical":
+            ids, scores = self.lexical.predict(list(texts), k)
+            return Ranking(ids, scores)
+        if queries is None or self.fusion is None:
+            raise ValueError("the fused ranking needs the texts' dense query vectors and a fitted fusion")
+        parts = []
+        for start in range(0, len(texts), CHUNK):
+            end = min(start + CHUNK, len(texts))
+            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k)
+            parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
+        if not parts:
+            return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
+        return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, folder: str | Path) -> None:
+        """Write ``folder`` (module docstring); the caller replaces the folder atomically."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.lexical.save(folder / "lexical")
+        if self.fusion is None:
+            raise ValueError("a ranker is saved once its fusion is fitted")
+        self.fusion.save(folder / "fusion.json")
+        with open(folder / "prior.npy", "wb") as f:
+            np.save(f, self.prior.astype(np.float32), allow_pickle=False)
+        write_json(folder / "ranker.json", {"format": FORMAT, "version": VERSION,
+                                            "dense_candidates": self.dense_candidates,
+                                            "lexical_candidates": self.lexical_candidates, "served": self.served})
+
+    @classmethod
+    def load(cls, folder: str | Path, n_labels: int) -> Ranker:
+        """Read a ranker written by :meth:`save` for a model of ``n_labels`` trained labels."""
+        folder = Path(folder)
+        path = folder / "ranker.json"
+        record = read_json(path)
+        if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION:
+            raise ValueError(f"{path}: not an xdex ranker of version {VERSION}")
+        try:
+            dense, lexical = int(record["dense_candidates"]), int(record["lexical_candidates"])
+            served = str(record["served"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: damaged settings ({e})") from None
+        try:
+            prior = np.load(folder / "prior.npy", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise ValueError(f"{folder / 'prior.npy'}: damaged label priors ({e})") from None
+        if prior.shape != (n_labels,):
+            raise ValueError(f"{folder / 'prior.npy'} holds {prior.shape} priors for the model's {n_labels} labels")
+        return cls(LexicalModel.load(folder / "lexical"), prior.astype(np.float32),
+                   LogisticFusion.load(folder / "fusion.json"), dense, lexical, served)
+
+
+def top_k(found: Candidates, scores: np.ndarray, k: int) -> Ranking:
+    """The ``k`` candidates of highest score per row, best first (padded with -1 / -inf)."""
+    scores = np.where(found.mask, scores, -np.inf).astype(np.float32)
+    width = scores.shape[1]
+    if width < k:
+        pad = k - width
+        scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+        ids = np.pad(found.ids, ((0, 0), (0, pad)), constant_values=PAD)
+    else:
+        ids = found.ids
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    top_ids = np.take_along_axis(ids, order, axis=1)
+    top_scores = np.take_along_axis(scores, order, axis=1)
+    top_ids[~np.isfinite(top_scores)] = PAD
+    return Ranking(top_ids.astype(np.int64), top_scores)

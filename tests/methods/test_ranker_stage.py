@@ -1,0 +1,131 @@
+"""The ranking stage on the pipeline: trained on the bundled data without reading its test split, better than
+either channel alone, saved and loaded, every channel reachable, added labels first for their own text."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+from xdex.data import load
+from xdex.inference.model import DualEncoderModel
+from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
+from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
+
+SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800"]
+
+
+class UnreadableSplit:
+    """A test split that fails the run the moment anything but its filter pairs is read."""
+
+    def __init__(self, filter_pairs):
+        self.filter = filter_pairs
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"training read the test split's {name!r}")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load("demo")
+
+
+@pytest.fixture(scope="module")
+def model_dir(demo, tmp_path_factory):
+    """dexml with the packaged ranking stage, trained while the test split cannot be read."""
+    blind = dataclasses.replace(demo)
+    blind.test = UnreadableSplit(demo.test.filter)
+    out = tmp_path_factory.mktemp("ranker") / "model"
+    train(blind, load_recipe("dexml", overrides=SHORT), out)
+    return out
+
+
+def scores(model: DualEncoderModel, demo) -> dict[str, float]:
+    ranking = remove_pairs(model.predict(demo.test.texts, 10), demo.test.filter)
+    return compute_metrics(ranking, demo.test.labels, (1, 5), inverse_propensity(demo.train.labels))
+
+
+def test_fused_ranking_beats_each_channel_on_the_test_split(model_dir, demo):
+    model = DualEncoderModel.load(model_dir)
+    assert model.search == "fused" and model.search_modes[:3] == ("fused", "lexical", "dense")
+    fused, lexical, dense = (scores(model.with_search(mode), demo) for mode in ("fused", "lexical", "dense"))
+    assert fused["P@1"] > max(lexical["P@1"], dense["P@1"])
+    assert fused["PSP@5"] > max(lexical["PSP@5"], dense["PSP@5"])
+    assert fused["P@1"] > 68  # Omikuji's Parabel on TF-IDF: 70.6 (docs/benchmarks.md); this model trains 3 epochs
+
+
+def test_the_model_records_cross_fitted_validation_figures(model_dir):
+    figures = DualEncoderModel.load(model_dir).meta["ranker"]
+    assert set(figures) == {"fused", "dense", "lexical"}
+    assert figures["fused"]["P@1"] > max(figures["dense"]["P@1"], figures["lexical"]["P@1"])
+    assert "PSP@5" in figures["fused"]
+
+
+def test_saved_ranker_reads_back_and_predicts_the_same(model_dir, demo, tmp_path):
+    model = DualEncoderModel.load(model_dir)
+    texts = demo.test.texts[:50]
+    model.save(tmp_path / "copy")
+    again = DualEncoderModel.load(tmp_path / "copy")
+    first, second = model.predict(texts, 10), again.predict(texts, 10)
+    np.testing.assert_array_equal(first.indices, second.indices)
+    np.testing.assert_array_equal(first.scores, second.scores)
+    assert {p.name for p in (tmp_path / "copy" / "ranker").iterdir()} == {"ranker.json", "fusion.json", "prior.npy",
+                                                                          "lexical"}
+
+
+def test_a_damaged_fusion_file_is_refused_naming_it(model_dir, tmp_path):
+    folder = shutil.copytree(model_dir, tmp_path / "model")
+    (folder / "ranker" / "fusion.json").write_text("{}")
+    with pytest.raises(ValueError, match="fusion.json"):
+        DualEncoderModel.load(folder, verify=False)
+
+
+def test_an_added_label_comes_first_for_its_own_text(model_dir):
+    model = DualEncoderModel.load(model_dir)
+    texts = ["quantum annealing scheduler", "a cooperative multitasking kernel for toasters"]
+    extended = model.with_labels(texts, keys=["new-1", "new-2"])
+    assert extended.search == "fused"
+    ranking = extended.predict(texts, 5)
+    n = len(model.label_ids)
+    assert ranking.indices[:, 0].tolist() == [n, n + 1]
+
+
+def test_the_dense_mode_is_the_network_alone(model_dir, demo):
+    model = DualEncoderModel.load(model_dir)
+    dense = model.with_search("dense")
+    assert dense.ranker is None and dense.search == "de"
+    expected = model.net.rank(demo.test.texts[:20], model.index, 5, added=model.added_vectors)
+    np.testing.assert_array_equal(dense.predict(demo.test.texts[:20], 5).indices, expected.indices)
+    with pytest.raises(ValueError, match="not one of this model's"):
+        model.with_search("clf")
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("ranker.dense_candidates=-1", ">= 0"),
+    ("ranker.lexical_candidates=0", "both 0"),
+    ("ranker.lexical={\"classifier\": \"forest\"}", "ranker.lexical"),
+])
+def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_path, setting, message):
+    overrides = [*SHORT, setting] + (["ranker.dense_candidates=0"] if "lexical_candidates" in setting else [])
+    with pytest.raises(ValueError, match=message):
+        train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
+    assert not (tmp_path / "model" / "meta.json").exists()
+
+
+def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
+    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500"]
+    without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
+    assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
+    assert without.search == "de"
+    lexical_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.dense_candidates=0"]),
+                         tmp_path / "lexical")
+    dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0"]),
+                       tmp_path / "dense")
+    texts = demo.test.texts[:30]
+    lexical_ids = set(lexical_only.ranker.lexical.predict(texts, 100)[0].ravel()) - {-1}
+    assert set(lexical_only.predict(texts, 10).indices.ravel()) - {-1} <= lexical_ids
+    dense_ids = set(dense_only.with_search("dense").predict(texts, 100).indices.ravel()) - {-1}
+    assert set(dense_only.predict(texts, 10).indices.ravel()) - {-1} <= dense_ids

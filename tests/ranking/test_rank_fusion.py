@@ -1,0 +1,125 @@
+"""The fusion's candidates and features by hand, its fit, its file, and the ranker's top-k."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xdex.ranking.fusion import (
+    DENSE_FEATURES,
+    FEATURES,
+    Candidates,
+    LinearFusion,
+    LogisticFusion,
+    candidates,
+    label_prior,
+)
+from xdex.ranking.ranker import top_k
+
+F = {name: i for i, name in enumerate(FEATURES)}
+
+
+def dense_score_of(table: np.ndarray):
+    """``dense_score`` reading a [texts, labels] table of inner products."""
+    return lambda rows, ids: table[rows, ids]
+
+
+def test_candidates_are_the_union_of_both_shortlists_with_their_features():
+    table = np.array([[0.9, 0.5, 0.1, 0.3, 0.2]], np.float32)  # dense inner products of one text with 5 labels
+    dense_ids = np.array([[0, 1]])  # the dense shortlist: labels 0, 1
+    lexical_ids = np.array([[1, 3]])  # the lexical shortlist: labels 1 (also dense) and 3 (new)
+    lexical_scores = np.array([[0.8, 0.4]], np.float32)
+    prior = np.array([1.0, 0.5, 0.0, 0.25], np.float32)  # label 4 was added after training
+    found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score_of(table), prior, n_known=4)
+
+    assert found.ids.tolist() == [[0, 1, -1, 3]]  # label 1 once; its lexical slot left empty
+    f = found.features[0]
+    assert f[:, F["dense"]].tolist() == pytest.approx([0.9, 0.5, 0.0, 0.3])
+    assert f[:, F["dense_gap"]].tolist() == pytest.approx([0.0, -0.4, 0.0, -0.6])
+    assert f[:, F["dense_rrank"]].tolist() == pytest.approx([1 / 2, 1 / 3, 0.0, 0.0])  # 1 / (1 + rank)
+    assert f[:, F["lexical"]].tolist() == pytest.approx([0.0, 0.8, 0.0, 0.4])
+    assert f[:, F["lexical_gap"]].tolist() == pytest.approx([0.0, 0.0, 0.0, -0.4])
+    assert f[:, F["lexical_rrank"]].tolist() == pytest.approx([0.0, 1 / 2, 0.0, 1 / 3])
+    assert f[:, F["in_lexical"]].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert f[:, F["prior"]].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.25])
+
+
+def test_an_added_label_has_no_lexical_features_and_no_prior():
+    table = np.array([[0.2, 0.7, 0.9]], np.float32)
+    found = candidates(np.array([[2, 1]]), np.array([[0, 1]]), np.array([[0.6, 0.3]], np.float32),
+                       dense_score_of(table), np.array([0.5, 0.5], np.float32), n_known=2)
+    added = found.features[0, 0]  # label 2, added after training
+    assert found.ids[0, 0] == 2
+    assert added[F["dense"]] == pytest.approx(0.9)
+    assert added[[F["prior"], F["lexical"], F["in_lexical"]]].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_added_labels_are_scored_by_their_dense_features_alone():
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(1, 3, len(FEATURES))).astype(np.float32)
+    trained = LinearFusion(FEATURES, np.ones(len(FEATURES)), 0.5, np.zeros(len(FEATURES)), np.ones(len(FEATURES)))
+    added = LinearFusion(DENSE_FEATURES, np.array([2.0, 0.0, 0.0]), -1.0, np.zeros(3), np.ones(3))
+    fusion = LogisticFusion(trained, added)
+    scores = fusion.score(Candidates(np.array([[0, 7, 1]]), features), n_known=5)  # label 7 was added
+    f = features[0]
+    assert scores[0].tolist() == pytest.approx([f[0].sum() + 0.5, 2 * f[1, F["dense"]] - 1.0, f[2].sum() + 0.5],
+                                               rel=1e-5)
+
+
+def test_label_prior_is_log_frequency_on_a_unit_scale():
+    y = sp.csr_matrix(np.array([[1, 1, 0], [1, 0, 0], [1, 0, 0]], np.float32))  # 3, 1 and 0 documents
+    assert label_prior(y).tolist() == pytest.approx([1.0, np.log(2) / np.log(4), 0.0])
+
+
+def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path):
+    rng = np.random.default_rng(0)
+    n, c = 200, 6
+    ids = np.tile(np.arange(c), (n, 1))
+    features = rng.normal(size=(n, c, len(FEATURES))).astype(np.float32)
+    truth = np.zeros((n, c), np.float32)
+    truth[np.arange(n), features[:, :, F["lexical"]].argmax(axis=1)] = 1  # the best lexical score is relevant
+    found = Candidates(ids, features)
+    fusion = LogisticFusion.fit(found, sp.csr_matrix(truth))
+    assert fusion.trained.weights[F["lexical"]] == max(fusion.trained.weights)
+    assert fusion.added.features == DENSE_FEATURES
+    ranking = top_k(found, fusion.score(found, c), 1)
+    assert (ranking.indices[:, 0] == truth.argmax(axis=1)).mean() > 0.9
+
+    fusion.save(tmp_path / "fusion.json")
+    again = LogisticFusion.load(tmp_path / "fusion.json")
+    np.testing.assert_array_equal(again.score(found, c), fusion.score(found, c))
+
+
+def test_fusion_needs_both_kinds_of_pair():
+    found = Candidates(np.array([[0, 1]]), np.zeros((1, 2, len(FEATURES)), np.float32))
+    with pytest.raises(ValueError, match="no positive"):
+        LogisticFusion.fit(found, sp.csr_matrix((1, 2), dtype=np.float32))
+
+
+def test_a_damaged_fusion_file_is_refused(tmp_path):
+    part = LinearFusion(DENSE_FEATURES, np.ones(3), 0.0, np.zeros(3), np.ones(3))
+    path = tmp_path / "fusion.json"
+    LogisticFusion(part, part).save(path)
+    record = json.loads(path.read_text())
+    record["trained"]["features"] = ["dense", "colour", "dense_rrank"]
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="fusion.json.*colour"):
+        LogisticFusion.load(path)
+    record["trained"]["features"] = ["dense", "dense_gap"]
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="fusion.json"):
+        LogisticFusion.load(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not an xdex fusion"):
+        LogisticFusion.load(path)
+
+
+def test_top_k_pads_short_candidate_lists():
+    found = Candidates(np.array([[4, -1, 7]]), np.zeros((1, 3, len(FEATURES)), np.float32))
+    ranking = top_k(found, np.array([[0.1, 5.0, 0.3]], np.float32), 4)
+    assert ranking.indices.tolist() == [[7, 4, -1, -1]]
+    assert ranking.scores[0, :2].tolist() == pytest.approx([0.3, 0.1])
+    assert np.isneginf(ranking.scores[0, 2:]).all()
