@@ -21,7 +21,23 @@ def test_bag_learns_vocabulary_and_idf_from_texts():
 def test_settings_left_out_take_the_documented_defaults():
     encoder = build_encoder({"type": "bag"}, CORPUS)
     assert (encoder.dim, encoder.max_length, encoder.sparse, encoder.weighting) == (256, 32, True, "learned")
-    assert BAG_DEFAULTS == {"dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": 32, "sparse": True}
+    assert BAG_DEFAULTS == {"dim": 256, "vocab_size": 30_000, "weighting": "learned", "max_length": "auto",
+                            "sparse": True}
+
+
+def test_max_length_auto_follows_the_training_texts_lengths():
+    words = [f"w{i}" for i in range(200)]
+    short = [" ".join(words[i : i + 5]) for i in range(150)]
+    long = [" ".join(words[(i + j) % 200] for j in range(50)) for i in range(100)]
+    longer = [" ".join(words[(i + j) % 200] for j in range(300)) for i in range(20)]
+    vocabulary = short + long + longer
+    assert build_encoder({"type": "bag", "vocab_size": 400}, vocabulary, documents=short).max_length == 32  # floor
+    encoder = build_encoder({"type": "bag", "vocab_size": 400}, vocabulary, documents=long)
+    tokens = np.diff(encoder.tokenizer.tokenize(long, 10_000).offsets)
+    assert 32 < encoder.max_length == int(np.ceil(np.quantile(tokens, 0.95) / 8) * 8) < 128
+    assert build_encoder({"type": "bag", "vocab_size": 400}, vocabulary, documents=longer).max_length == 128  # cap
+    with pytest.raises(ValueError, match="max_length must be a number of tokens or 'auto'"):
+        build_encoder({"type": "bag", "max_length": "long"}, vocabulary)
 
 
 def test_bag_is_seeded():

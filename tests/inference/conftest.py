@@ -22,7 +22,7 @@ def toy():
 
 
 MODELS = {  # name: recipe and its settings beyond TINY
-    "ngame": ("ngame", []),  # a plain dual encoder
+    "ngame": ("ngame", ["classifiers=null"]),  # a plain dual encoder (NGAME's Module I)
     "unidec": ("unidec", []),  # UniDEC heads and classifiers
     "dexa": ("dexa", []),  # DEXA's fused classifiers
     "hnsw": ("ngame", ["index.kind=hnsw", "index.ef_search=8"]),  # an approximate index

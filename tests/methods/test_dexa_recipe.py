@@ -339,7 +339,8 @@ def fused_demo(demo, tmp_path_factory):
     out = tmp_path_factory.mktemp("dexa") / "model"
     cfg = load_recipe("dexa", overrides=[
         "encoder.dim=64", "encoder.vocab_size=8000", "trainer.epochs=2", "trainer.eval_every=2",
-        "sampling.first_refresh=1", "classifiers.epochs=2", "data.validation_size=500", "trainer.progress=false"])
+        "sampling.first_refresh=1", "classifiers.epochs=2", "data.validation_size=500", "trainer.progress=false",
+        "ranker=null"])  # DEXA's network alone (the ranking stage on top: test_ranker_stage.py)
     return train(demo, cfg, out), out
 
 
@@ -355,8 +356,7 @@ def test_search_modes_are_the_module_i_embeddings_the_classifiers_and_their_alph
 
     texts = demo.test.texts[:300]
     q = plain.embed(tokens(plain, texts)).numpy()
-    # "dense": the network's own ranking (DEXA's fused scores), without the ranking stage
-    for mode, vectors in (("de", z), ("clf", w), ("dense", alpha * w + (1 - alpha) * z)):
+    for mode, vectors in (("de", z), ("clf", w), ("fused", alpha * w + (1 - alpha) * z)):
         searched = model.with_search(mode)
         np.testing.assert_allclose(searched.label_embeddings, vectors, atol=1e-6)
         expected = retrieve(q, vectors, 10)

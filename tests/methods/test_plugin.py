@@ -134,7 +134,7 @@ def toy_method(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(toy_method, tmp_path_factory):
     out = tmp_path_factory.mktemp("toy") / "model"
-    return xdex.Model.train("demo", recipe="toy", out=out, trainer__progress=False), out
+    return xdex.Model.train("demo", recipe="toy", out=out, trainer__progress=False, overrides=["ranker=null"]), out
 
 
 def test_the_toy_recipe_is_the_defaults_with_its_own_section(toy_method):

@@ -35,7 +35,7 @@ from xdex.metrics import Ranking, depth_with_filter, evaluate_predictions
 
 runner = CliRunner()
 FAST = ["trainer.epochs=4", "trainer.eval_every=2", "sampling.first_refresh=1", "sampling.refresh_every=2",
-        "trainer.progress=false"]
+        "trainer.progress=false", "ranker=null"]  # the network alone (the ranking stage: test_ranker_stage.py)
 DIM = 256  # heads.dim of the packaged recipes
 
 

@@ -127,10 +127,12 @@ class DualEncoderModel:
     @property
     def search_modes(self) -> tuple[str, ...]:
         """Every mode :meth:`with_search` takes: with a ranking stage ``"fused"``, ``"lexical"`` and ``"dense"``
-        (the network's own ranking, without the stage), then the network's other modes."""
+        (the network's own ranking, without the stage; its own name is taken too), then the network's other
+        modes."""
         if self.ranker is None:
             return tuple(self.net.search_modes)
-        return (*RANKER_MODES, DENSE, *(m for m in self.net.search_modes if m not in (*RANKER_MODES, DENSE)))
+        own = (*RANKER_MODES, DENSE, self.net.search)  # "dense" is the network's own mode
+        return (*RANKER_MODES, DENSE, *(m for m in self.net.search_modes if m not in own))
 
     def with_search(self, mode: str, batch_size: int = 512) -> DualEncoderModel:
         """This model ranking in another mode: the ranking stage's ``"fused"`` (every channel) or ``"lexical"``

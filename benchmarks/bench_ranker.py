@@ -1,0 +1,92 @@
+"""What the ranking stage costs at prediction: `xdex.Predictor` latency for one text and throughput in batches,
+the model's network alone (`dense`) against the ranking stage (`fused`) and its lexical channel alone.
+
+    python -m benchmarks.bench_ranker MODEL_DIR --data DIR|demo [--calls 300] [--batch 2000] [--runs 5] [--k 10]
+        [--update-docs]
+
+MODEL_DIR: a model trained with the ranking stage (every packaged recipe has it), e.g.
+`xdex train --method dexml --data demo --out /tmp/dexml-demo`. Texts: the dataset's test split, taken in turn.
+Each mode is timed in every run, the modes interleaved, so that a busy machine slows them alike; reported are the
+medians over the runs of the p50 single-text latency (``--calls`` calls a run) and of the texts per second of one
+``--batch``-text call, and the ratio against `dense` measured in the same runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.harness import command_line, load_average, machine_line, median, publish
+
+log = logging.getLogger("bench_ranker")
+MODULE = "benchmarks.bench_ranker"
+SECTION = "## Ranking stage: prediction cost"
+MODES = ("dense", "fused", "lexical")
+
+
+def single_text_ms(predictor, texts: list[str], calls: int, k: int) -> float:
+    """The p50 latency in ms of ``predictor.predict([text], k)`` over ``calls`` texts."""
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        predictor.predict([texts[i % len(texts)]], k)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def batch_texts_per_s(predictor, texts: list[str], batch: int, k: int) -> float:
+    chunk = [texts[i % len(texts)] for i in range(batch)]
+    start = time.perf_counter()
+    predictor.predict(chunk, k)
+    return batch / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--data", required=True, help="dataset folder (or demo) whose test texts are predicted")
+    parser.add_argument("--calls", type=int, default=300, help="single-text calls per mode and run")
+    parser.add_argument("--batch", type=int, default=2000, help="texts of the batched call")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+
+    from xdex.data import load
+    from xdex.inference.predictor import Predictor
+
+    texts = list(load(args.data).test.texts)
+    start_load = load_average()
+    predictors = {mode: Predictor(args.model_dir, search=mode, read_only=True) for mode in MODES}
+    for predictor in predictors.values():  # warm-up: first calls build thread pools and caches
+        predictor.predict(texts[:64], args.k)
+    latency: dict[str, list[float]] = {mode: [] for mode in MODES}
+    throughput: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for run in range(args.runs):
+        for mode in MODES:
+            latency[mode].append(single_text_ms(predictors[mode], texts, args.calls, args.k))
+            throughput[mode].append(batch_texts_per_s(predictors[mode], texts, args.batch, args.k))
+        log.info("run %d: %s", run + 1, ", ".join(f"{m} {latency[m][-1]:.2f} ms, {throughput[m][-1]:.0f}/s"
+                                                 for m in MODES))
+    lines = [SECTION, "", f"`{command_line(MODULE, argv)}`", "",
+             f"{machine_line([start_load, load_average()])}; {args.runs} runs, medians; k = {args.k}; "
+             f"one text: p50 of {args.calls} calls of `Predictor.predict([text])`; batch: one call of "
+             f"{args.batch} texts.", "",
+             "| mode | one text, p50 ms | added to dense, ms | batch, texts/s | ratio to dense |",
+             "|---|---:|---:|---:|---:|"]
+    dense_ms, dense_tps = median(latency["dense"]), median(throughput["dense"])
+    for mode in MODES:
+        ms, tps = median(latency[mode]), median(throughput[mode])
+        lines.append(f"| {mode} | {ms:.2f} | {ms - dense_ms:+.2f} | {tps:,.0f} | {tps / dense_tps:.2f} |")
+    publish("\n".join(lines) + "\n", args.update_docs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
