@@ -4,6 +4,7 @@ either channel alone, saved and loaded, every channel reachable, added labels fi
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 
 import numpy as np
@@ -123,10 +124,15 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     assert without.search == "de"
     lexical_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.dense_candidates=0"]),
                          tmp_path / "lexical")
-    dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0"]),
-                       tmp_path / "dense")
+    dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0",
+                                                             "ranker.select_epoch=false"]), tmp_path / "dense")
     texts = demo.test.texts[:30]
     lexical_ids = set(lexical_only.ranker.lexical.predict(texts, 100)[0].ravel()) - {-1}
     assert set(lexical_only.predict(texts, 10).indices.ravel()) - {-1} <= lexical_ids
     dense_ids = set(dense_only.with_search("dense").predict(texts, 100).indices.ravel()) - {-1}
     assert set(dense_only.predict(texts, 10).indices.ravel()) - {-1} <= dense_ids
+
+    def validation_keys(folder):
+        return set(json.loads((folder / "training" / "metrics.jsonl").read_text().splitlines()[-1])["valid"])
+    assert "dense_P@1" in validation_keys(tmp_path / "lexical")  # the epoch was chosen on the fused ranking
+    assert "dense_P@1" not in validation_keys(tmp_path / "dense")  # ... here on the network's own

@@ -67,7 +67,8 @@ def prepare_ranker(run: Run) -> None:
     ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
                     lexical_candidates=config.lexical_candidates)
     run.shared["ranker"] = ranker
-    run.validation_scorer = validation_scorer(run, ranker)
+    if config.select_epoch:
+        run.validation_scorer = validation_scorer(run, ranker)
 
 
 def validation_scorer(run: Run, ranker: Ranker):

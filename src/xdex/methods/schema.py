@@ -142,6 +142,7 @@ class RankerConfig:
     lexical_candidates: int = 20  # labels from the lexical model per text (docs/benchmarks.md: the choice)
     lexical: dict = field(default_factory=dict)  # settings of xdex.ranking.LexicalConfig (default: its own)
     fusion_c: float = 1.0  # inverse L2 strength of the logistic fusion
+    select_epoch: bool = True  # choose the epoch on the fused ranking's validation score (false: the network's own)
 
 
 @dataclass
