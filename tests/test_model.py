@@ -64,7 +64,8 @@ def test_load_add_labels_save_and_search_modes(trained, tmp_path):
     again = xdex.Model.load(folder)
     assert again.label_ids[-1] == "new-1" and again.label_texts[-1] == "zebra quartz lantern"
     de = again.with_search("de")
-    assert isinstance(de, xdex.Model) and de.search == "de" and again.search == "concat"
+    served = again.ranker.served if again.ranker is not None else "concat"  # chosen on validation, else UniDEC's
+    assert isinstance(de, xdex.Model) and de.search == "de" and again.search == served
     assert de.predict(["zebra quartz lantern"], k=1).labels[0][0].key == "new-1"
 
 

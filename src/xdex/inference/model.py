@@ -120,9 +120,12 @@ class DualEncoderModel:
 
     @property
     def search(self) -> str:
-        """How texts meet labels: ``"fused"`` or ``"lexical"`` with a ranking stage, else the network's mode
-        (``"de"`` for a dual encoder; UniDEC also ``"concat"`` or ``"clf"``; DEXA ``"fused"``, ``"clf"``)."""
-        return self.channel if self.channel is not None else self.net.search
+        """How texts meet labels: with a ranking stage ``"fused"``, ``"lexical"`` or ``"dense"`` (the network's own
+        ranking, where the stage chose it on validation); without one the network's mode (``"de"`` for a dual
+        encoder; UniDEC also ``"concat"`` or ``"clf"``; DEXA ``"fused"``, ``"clf"``)."""
+        if self.channel is not None:
+            return self.channel
+        return DENSE if self.ranker is not None else self.net.search
 
     @property
     def search_modes(self) -> tuple[str, ...]:
@@ -141,7 +144,7 @@ class DualEncoderModel:
         vectors are recomputed and searched exactly. The model itself is left unchanged."""
         if mode == self.search:
             return self
-        if mode not in self.search_modes:
+        if mode not in self.search_modes and mode != self.net.search:  # the network's own mode: "dense"
             raise ValueError(f"search mode {mode!r} is not one of this model's: {', '.join(self.search_modes)}")
         if self.ranker is not None and mode in RANKER_MODES:
             return dataclasses.replace(self, channel=mode)
