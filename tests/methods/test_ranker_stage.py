@@ -15,6 +15,7 @@ from xdex.inference.model import DualEncoderModel
 from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
+from xdex.ranking.ranker import Ranker
 
 SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800"]
 
@@ -82,6 +83,14 @@ def test_a_damaged_fusion_file_is_refused_naming_it(model_dir, tmp_path):
     (folder / "ranker" / "fusion.json").write_text("{}")
     with pytest.raises(ValueError, match="fusion.json"):
         DualEncoderModel.load(folder, verify=False)
+
+
+def test_damaged_ranker_settings_are_refused_naming_the_file(model_dir, tmp_path):
+    folder = shutil.copytree(model_dir, tmp_path / "model")
+    settings = json.loads((folder / "ranker" / "ranker.json").read_text())
+    (folder / "ranker" / "ranker.json").write_text(json.dumps(settings | {"served": "everything"}))
+    with pytest.raises(ValueError, match="ranker.json: damaged settings"):
+        Ranker.load(folder / "ranker", len(DualEncoderModel.load(model_dir).label_ids))
 
 
 def test_an_added_label_comes_first_for_its_own_text(model_dir):

@@ -113,11 +113,11 @@ class Ranker:
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
         """Write ``folder`` (module docstring); the caller replaces the folder atomically."""
+        if self.fusion is None:
+            raise ValueError("a ranker is saved once its fusion is fitted")
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.lexical.save(folder / "lexical")
-        if self.fusion is None:
-            raise ValueError("a ranker is saved once its fusion is fitted")
         self.fusion.save(folder / "fusion.json")
         with open(folder / "prior.npy", "wb") as f:
             np.save(f, self.prior.astype(np.float32), allow_pickle=False)
@@ -136,6 +136,8 @@ class Ranker:
         try:
             dense, lexical = int(record["dense_candidates"]), int(record["lexical_candidates"])
             served = str(record["served"])
+            if served not in SERVED or min(dense, lexical) < 0 or not dense + lexical:
+                raise ValueError(f"served {served!r}, shortlists {dense} and {lexical}")
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: damaged settings ({e})") from None
         try:
