@@ -45,8 +45,8 @@ from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no tra
 from xdex.metrics.ranking import Ranking
 from xdex.modules import load_net
 from xdex.modules.network import Network
+from xdex.ranking.ranker import DENSE, Ranker
 from xdex.ranking.ranker import MODES as RANKER_MODES
-from xdex.ranking.ranker import Ranker
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ MARKER = "meta.json"
 CONFIG = "config.yaml"
 FILES = "files"  # meta.json's record of the files written: relative path -> {"bytes", "sha256"}
 ENCODER_DIR, INDEX_DIR, RANKER_DIR = "encoder", "index", "ranker"
-DENSE = "dense"  # the network's own ranking, without the ranking stage
 TOP_FILES = (CONFIG, "labels.jsonl", "label_embeddings.npy", "heads.json", "heads.safetensors")
 
 

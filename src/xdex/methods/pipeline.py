@@ -16,22 +16,26 @@ import logging
 import time
 from pathlib import Path
 
-import numpy as np
 import scipy.sparse as sp
 import torch
 
 from xdex.data.dataset import Dataset
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import build_encoder
-from xdex.index.retrieval import retrieve
 from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
 from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.plugin import Plugin, Run, Validation, active_plugins
-from xdex.methods.run import check_run_config, label_texts, split_validation, validation_filter, write_model
+from xdex.methods.run import (
+    check_run_config,
+    label_texts,
+    split_validation,
+    validation_filter,
+    validation_metrics,
+    write_model,
+)
 from xdex.methods.schema import RecipeConfig
-from xdex.metrics.measures import compute_metrics
-from xdex.metrics.ranking import depth_with_filter, remove_pairs
+from xdex.metrics.ranking import depth_with_filter
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.network import Network
 from xdex.text.tokens import TokenizedTexts
@@ -168,9 +172,6 @@ def _evaluator(run: Run):
             q = run.net.query_vectors(valid.tokens, batch).numpy()
         if run.validation_scorer is not None:  # the ranking stage: the ranking the model will serve
             return run.validation_scorer(q, z)
-        ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
-        if valid.pairs is not None:
-            ranking = remove_pairs(ranking, valid.pairs)
-        return compute_metrics(ranking, valid.labels, run.config.data.eval_ks)
+        return validation_metrics(q, z, valid, run.config.data.eval_ks)
 
     return evaluate

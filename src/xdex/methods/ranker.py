@@ -16,8 +16,8 @@ import logging
 
 import numpy as np
 
-from xdex.index.retrieval import retrieve
 from xdex.methods.plugin import Plugin, Run, Validation, register
+from xdex.methods.run import validation_metrics
 from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
@@ -86,17 +86,10 @@ def validation_scorer(run: Run, ranker: Ranker):
                                    inv_propensity)
         except ValueError as e:  # no relevant label among the candidates of one half: the network's own figures
             log.warning("the fused ranking is not scored at this epoch: %s", e)
-            figures = {"fused": dense_metrics(q, z, valid, run.config.data.eval_ks), "dense": {}}
+            figures = {"fused": validation_metrics(q, z, valid, run.config.data.eval_ks), "dense": {}}
         return {**figures["fused"], **{f"dense_{name}": value for name, value in figures["dense"].items()}}
 
     return score
-
-
-def dense_metrics(q: np.ndarray, z: np.ndarray, valid: Validation, ks: list[int]) -> dict[str, float]:
-    ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
-    if valid.pairs is not None:
-        ranking = remove_pairs(ranking, valid.pairs)
-    return compute_metrics(ranking, valid.labels, ks)
 
 
 def fit_ranker(run: Run) -> None:
@@ -115,7 +108,7 @@ def fit_ranker(run: Run) -> None:
     try:
         figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                inverse_propensity(run.train_labels))
-        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c, run.config.trainer.seed)
+        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c)
     except ValueError as e:  # e.g. no validation document has a relevant label among its candidates
         log.warning("the ranking stage is left out of the model: %s", e)
         return
@@ -147,7 +140,7 @@ def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, 
         fold = Candidates(found.ids[~part], found.features[~part])
         if len(fold.ids) == 0:
             continue
-        fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c, seed)
+        fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c)
         scores[part] = fusion.score(Candidates(found.ids[part], found.features[part]), n_known)
     column = {name: i for i, name in enumerate(FEATURES)}
     dense = found.features[..., column["dense"]] + 1e-3 * found.features[..., column["dense_rrank"]]  # rank: ties

@@ -19,14 +19,27 @@ from xdex.atomic import atomic_write_text
 from xdex.config import to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.index import build_index
+from xdex.index.retrieval import retrieve
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.schema import upgrade_names
+from xdex.metrics.measures import compute_metrics
+from xdex.metrics.ranking import remove_pairs
 from xdex.train import Trainer
 from xdex.train.distributed import is_main
 
 if TYPE_CHECKING:
+    from xdex.methods.plugin import Validation
     from xdex.methods.recipe import RecipeConfig
     from xdex.ranking.ranker import Ranker
+
+
+def validation_metrics(q: np.ndarray, z: np.ndarray, valid: Validation, ks: list[int]) -> dict[str, float]:
+    """Metrics of the inner-product ranking of validation query vectors ``q`` against label vectors ``z`` (the
+    network's own ranking), the validation filter pairs removed."""
+    ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
+    if valid.pairs is not None:
+        ranking = remove_pairs(ranking, valid.pairs)
+    return compute_metrics(ranking, valid.labels, ks)
 
 
 def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

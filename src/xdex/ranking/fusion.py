@@ -119,11 +119,11 @@ class LinearFusion:
             raise ValueError(f"a fusion of {len(self.features)} features needs as many weights, means and scales")
 
     @classmethod
-    def fit(cls, features: Sequence[str], x: np.ndarray, y: np.ndarray, c: float, seed: int = 0) -> LinearFusion:
+    def fit(cls, features: Sequence[str], x: np.ndarray, y: np.ndarray, c: float) -> LinearFusion:
         """Fit on the rows ``x`` ``[n, F]`` (all of :data:`FEATURES`) with relevance ``y``: L2-regularised logistic
         loss, C·Σ log(1 + exp(−s·(w·x̂ + b))) + ½‖w‖² (scikit-learn's ``LogisticRegression`` objective), with the
         weights of :data:`MONOTONE` features kept ≥ 0 (scipy's L-BFGS-B), so that more evidence from a channel
-        never lowers a score. The fit is deterministic (``seed`` is unused: kept for the callers' signature)."""
+        never lowers a score. The fit is deterministic."""
         from scipy.optimize import minimize
         from scipy.special import expit, log_expit
 
@@ -173,13 +173,13 @@ class LogisticFusion:
         self.added = added
 
     @classmethod
-    def fit(cls, found: Candidates, labels: sp.csr_matrix, c: float = 1.0, seed: int = 0) -> LogisticFusion:
+    def fit(cls, found: Candidates, labels: sp.csr_matrix, c: float = 1.0) -> LogisticFusion:
         """Fit on validation candidates ``found`` whose true labels are the rows of ``labels``."""
         mask = found.mask
         rows = np.broadcast_to(np.arange(len(found.ids))[:, None], found.ids.shape)[mask]
         y = np.asarray(sp.csr_matrix(labels)[rows, found.ids[mask]]).ravel() > 0
         x = found.features[mask]
-        fusion = cls(LinearFusion.fit(FEATURES, x, y, c, seed), LinearFusion.fit(DENSE_FEATURES, x, y, c, seed))
+        fusion = cls(LinearFusion.fit(FEATURES, x, y, c), LinearFusion.fit(DENSE_FEATURES, x, y, c))
         log.info("fusion weights: %s; labels added later: %s", fusion.trained.describe(), fusion.added.describe())
         return fusion
 

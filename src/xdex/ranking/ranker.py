@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = "xdex-ranker"
 VERSION = 1
-MODES = ("fused", "lexical")  # the rankings of the stage; "dense" is the network's own, without it
-SERVED = (*MODES, "dense")
+MODES = ("fused", "lexical")  # the rankings of the stage
+DENSE = "dense"  # the network's own ranking, without the stage
+SERVED = (*MODES, DENSE)  # what a model may serve by default
 CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
 
 
