@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -109,3 +110,23 @@ def test_damaged_files_give_clear_errors(encoder, tmp_path):
     weights_path.unlink()
     with pytest.raises(FileNotFoundError, match="no heads.safetensors"):
         ClassifierFusionNet.load(tmp_path)
+
+
+def test_head_scores_are_each_table_s_share_of_the_fused_score(encoder):
+    net = _net(encoder)
+    q = net.query_vectors(encoder.tokenize(["red apple pie", "black berry wine"])).numpy()
+    fused = net.label_vectors(encoder.tokenize(["apple", "berry"])).numpy()
+    new = np.array([[0.6, 0.8]], np.float32)  # a label added after training: one vector for both heads
+    ids = np.array([[0, 1, 2], [1, 2, 0]])
+    vectors = np.concatenate([fused, new])[ids]
+    heads = net.head_scores(q, ids, vectors)
+    assert heads.shape == (2, 3, 2)
+    np.testing.assert_allclose(heads[..., 0], np.einsum("ncd,nd->nc", np.concatenate([Z.numpy(), new])[ids], q),
+                               rtol=1e-6)
+    np.testing.assert_allclose(heads[..., 1], np.einsum("ncd,nd->nc", np.concatenate([W.numpy(), new])[ids], q),
+                               rtol=1e-6)
+    # the search score α·w_lᵀx + (1 − α)·E(z_l)ᵀx, α = 0.25, for every label (an added one too)
+    np.testing.assert_allclose(0.75 * heads[..., 0] + 0.25 * heads[..., 1], np.einsum("ncd,nd->nc", vectors, q),
+                               rtol=1e-5, atol=1e-6)
+    net.search = "de"
+    assert net.head_scores(q, ids, vectors) is None

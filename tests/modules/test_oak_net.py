@@ -268,3 +268,21 @@ def test_a_network_written_by_xdex_0_1_0_still_loads(tmp_path):
     path.write_text(json.dumps(settings))
     loaded = OakNet.load(tmp_path / "net", {"linker": FixedLinker([0], [1.0])})
     assert loaded.augment.bank.size == net.augment.bank.size
+
+
+def test_head_scores_are_the_two_cosines_of_the_final_score():
+    net = small_net(FixedLinker([2, 0], [0.9, 0.8]))
+    q = net.text_vectors(TEXTS).numpy()
+    vectors = net.label_vectors(net.encoder.tokenize(["l"] * 12)).numpy()  # N(w_j) in mode "oak"
+    new = np.full((1, 6), 0.5, np.float32)  # a label added after training: y = w
+    ids = np.array([[0, 5, 12]] * len(TEXTS))
+    heads = net.head_scores(q, ids, np.concatenate([vectors, new])[ids])
+    y = np.concatenate([net.label_embeddings.numpy(), new])
+    np.testing.assert_allclose(heads[..., 0], q @ y[[0, 5, 12]].T, rtol=1e-5)
+    np.testing.assert_allclose(heads[..., 1], q @ np.concatenate([vectors, new])[[0, 5, 12]].T, rtol=1e-5)
+    index = ExactIndex(6, "ip")
+    index.add(vectors)
+    ranking = net.rank(TEXTS, index, 4)  # OAK's own ranking: final_score of the two cosines
+    top = net.head_scores(q, ranking.indices, vectors[ranking.indices])
+    np.testing.assert_allclose(final_score(torch.from_numpy(top[..., 0]), torch.from_numpy(top[..., 1])).numpy(),
+                               ranking.scores, rtol=1e-5)

@@ -3,6 +3,7 @@ Sec. 3.3 search, whose "concat" score is the sum of the DE and the classifier co
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -180,3 +181,15 @@ def test_heads_that_do_not_match_their_config_give_a_clear_error(tokenizer, tmp_
     config.write_text("{\n  \"dim\": 2,\n")
     with pytest.raises(ValueError, match=r"heads.json:\d+: invalid JSON"):
         UniDECNet.load(tmp_path / "de")
+
+
+def test_head_scores_split_the_concatenated_score_into_its_two_cosines(tokenizer):
+    net = make_net(tokenizer)
+    q = net.query_vectors(tokens(net, QUERIES)).numpy()
+    z = net.label_vectors(tokens(net, LABELS)).numpy()
+    ids = np.tile(np.arange(len(LABELS)), (len(QUERIES), 1))
+    heads = net.head_scores(q, ids, z[ids])
+    np.testing.assert_allclose(heads[..., 0], DE_COS, rtol=1e-5)
+    np.testing.assert_allclose(heads[..., 1], CLF_COS, rtol=1e-5)
+    net.search = "de"
+    assert net.head_scores(q[:, :2], ids, z[ids][..., :2]) is None

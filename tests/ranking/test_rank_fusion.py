@@ -23,8 +23,8 @@ F = {name: i for i, name in enumerate(FEATURES)}
 
 
 def dense_score_of(table: np.ndarray):
-    """``dense_score`` reading a [texts, labels] table of inner products."""
-    return lambda rows, ids: table[rows, ids]
+    """``dense_score`` reading a [texts, labels] table of inner products (a network with one head)."""
+    return lambda rows, ids: (table[rows, ids], None)
 
 
 def test_candidates_are_the_union_of_both_shortlists_with_their_features():
@@ -45,6 +45,23 @@ def test_candidates_are_the_union_of_both_shortlists_with_their_features():
     assert f[:, F["lexical_rrank"]].tolist() == pytest.approx([0.0, 1 / 2, 0.0, 1 / 3])
     assert f[:, F["in_lexical"]].tolist() == [0.0, 1.0, 0.0, 1.0]
     assert f[:, F["prior"]].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.25])
+    assert not f[:, [F["de"], F["clf"]]].any()  # one head: no head features
+
+
+def test_a_network_with_two_heads_gives_each_head_score_as_a_feature():
+    de = np.array([[0.4, 0.1, 0.3]], np.float32)
+    clf = np.array([[0.5, 0.2, -0.1]], np.float32)
+
+    def dense_score(rows, ids):
+        return de[rows, ids] + clf[rows, ids], np.stack([de[rows, ids], clf[rows, ids]], axis=-1)
+
+    found = candidates(np.array([[0, 2]]), np.array([[1]]), np.array([[0.7]], np.float32), dense_score,
+                       np.ones(3, np.float32), n_known=3)
+    f = found.features[0]
+    assert found.ids.tolist() == [[0, 2, 1]]
+    assert f[:, F["dense"]].tolist() == pytest.approx([0.9, 0.2, 0.3])
+    assert f[:, F["de"]].tolist() == pytest.approx([0.4, 0.3, 0.1])
+    assert f[:, F["clf"]].tolist() == pytest.approx([0.5, -0.1, 0.2])
 
 
 def test_an_added_label_has_no_lexical_features_and_no_prior():
@@ -97,6 +114,17 @@ def test_fusion_needs_both_kinds_of_pair():
     found = Candidates(np.array([[0, 1]]), np.zeros((1, 2, len(FEATURES)), np.float32))
     with pytest.raises(ValueError, match="no positive"):
         LogisticFusion.fit(found, sp.csr_matrix((1, 2), dtype=np.float32))
+
+
+def test_a_fusion_file_without_head_features_still_scores(tmp_path):
+    """Fusion files written before the head features name eight features; they score as they did."""
+    old = FEATURES[:8]
+    part = LinearFusion(old, np.arange(1.0, 9.0), 0.5, np.zeros(8), np.ones(8))
+    LogisticFusion(part, LinearFusion(DENSE_FEATURES, np.ones(3), 0.0, np.zeros(3), np.ones(3))).save(
+        tmp_path / "fusion.json")
+    fusion = LogisticFusion.load(tmp_path / "fusion.json")
+    features = np.ones((1, 1, len(FEATURES)), np.float32)
+    assert fusion.score(Candidates(np.array([[0]]), features), 1).tolist() == [[36.5]]
 
 
 def test_a_damaged_fusion_file_is_refused(tmp_path):

@@ -106,7 +106,7 @@ class DualEncoderModel:
             return self.net.rank(texts, self.index, k, added=self.added_vectors)
         queries = self.embed_texts(texts) if self.channel == "fused" else None
         return self.ranker.rank(texts, queries, self.index, self._label_vectors, k, self.added_vectors,
-                                self.channel)
+                                self.channel, self.net.head_scores)
 
     def _label_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The search vectors of label ``rows`` (any shape), trained or added."""

@@ -80,7 +80,8 @@ def validation_scorer(run: Run, ranker: Ranker):
     inv_propensity = inverse_propensity(run.train_labels)
 
     def score(q: np.ndarray, z: np.ndarray) -> dict[str, float]:
-        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist)
+        heads = run.net.head_scores if run.net is not None else None  # the network being trained
+        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads)
         try:
             figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                    inv_propensity)
@@ -104,7 +105,8 @@ def fit_ranker(run: Run) -> None:
     _, _, labels = run.inputs()
     batch = run.config.sampling.embed_batch_size
     z = run.net.label_vectors(labels, batch).numpy()  # what the model directory's index will hold
-    found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids])
+    found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids],
+                              heads=run.net.head_scores)
     try:
         figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                inverse_propensity(run.train_labels))

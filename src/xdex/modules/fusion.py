@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import numpy as np
 import torch
 
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.network import table_scores
 from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
@@ -97,6 +99,14 @@ class ClassifierFusionNet(DualEncoder):
             return w.clone()
         return self.alpha * w + (1.0 - self.alpha) * z
 
+    def head_scores(self, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray | None:
+        """In ``"fused"`` mode the score is α·w_lᵀx + (1 − α)·E(z_l)ᵀx: the shares E(z_l)ᵀx and w_lᵀx,
+        unweighted (:meth:`Network.head_scores`); a label added after training has one vector for both."""
+        if self.search != "fused":
+            return None
+        return np.stack([table_scores(self.label_embeddings, queries, ids, vectors),
+                         table_scores(self.classifiers, queries, ids, vectors)], axis=-1)
+
     def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         """Label-side search vectors of labels added after training, from their texts alone (zero-shot): N(E(z))
         in every mode. DEXA starts a classifier at its label's augmented embedding ẑ = N(E(z) + a_{C(l)})
@@ -140,3 +150,4 @@ class ClassifierFusionNet(DualEncoder):
             return cls(encoder, tables["label_embeddings"], tables["classifiers"], alpha, search)
         except ValueError as e:
             raise ValueError(f"{folder}: the saved fusion heads are inconsistent ({e})") from None
+

@@ -61,6 +61,13 @@ class Network(nn.Module):
             return ranking
         return with_added(ranking, queries, added, len(index), k)
 
+    def head_scores(self, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray | None:
+        """Where the search score sums two heads, each head's share of it: ``[n, C, 2]`` (the label-embedding
+        head, the classifier head) for query vectors ``queries`` ``[n, d]`` and their candidate labels ``ids``
+        ``[n, C]`` with search vectors ``vectors`` ``[n, C, d]``; None for a network with one head. The ranking
+        stage weighs the heads itself (``xdex.ranking.fusion``)."""
+        return None
+
     @classmethod
     def load(cls, folder: str | Path, parts: Mapping[str, Any] | None = None) -> Network:
         """Read a network written by ``save``; ``parts``: the loaded model directories of ``model_subfolders``."""
@@ -68,3 +75,13 @@ class Network(nn.Module):
 
     def save_heads(self, folder: str | Path) -> None:
         """Write what the network has beside its encoder (nothing, unless a subclass has heads)."""
+
+
+def table_scores(table: torch.Tensor, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Inner products of ``queries`` ``[n, d]`` with rows ``ids`` ``[n, C]`` of a stored label table ``[L, d]``; a
+    row past the table (a label added after training) is scored with its search vector from ``vectors``
+    ``[n, C, d]``."""
+    stored = table.detach().float().cpu().numpy()
+    known = ids < len(stored)
+    rows = np.where(known[..., None], stored[np.where(known, ids, 0)], vectors)
+    return np.einsum("ncd,nd->nc", rows, queries)

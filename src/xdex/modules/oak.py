@@ -38,6 +38,7 @@ from xdex.index import Index
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.heads_storage import HEADS_CONFIG, HEADS_WEIGHTS, read_heads, write_heads
+from xdex.modules.network import table_scores
 from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
@@ -296,6 +297,15 @@ class OakNet(DualEncoder):
         if not ids:
             return Ranking(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
         return _padded(Ranking(np.concatenate(ids), np.concatenate(scores)), k)
+
+    def head_scores(self, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray | None:
+        """In mode ``"oak"`` the two scores :func:`final_score` combines: the label embedding's yᵀx and the
+        classifier's N(w)ᵀx (the search vectors); a label added after training has one vector for both
+        (:meth:`Network.head_scores`)."""
+        if self.search != "oak":
+            return None
+        return np.stack([table_scores(self.label_embeddings, queries, ids, vectors),
+                         np.einsum("ncd,nd->nc", vectors, queries)], axis=-1)
 
     def query_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         """Refused: the linker needs the texts themselves (:meth:`text_vectors`)."""

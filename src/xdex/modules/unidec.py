@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -143,6 +144,15 @@ class UniDECNet(Network):
                 parts.append(F.normalize(classifier.weight.detach().float().cpu(), dim=-1))
             return torch.cat(parts, dim=1)
         return self._heads_eval(compute)
+
+    def head_scores(self, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray | None:
+        """In ``"concat"`` mode the score is Φ_D(x)ᵀΦ_D(z_l) + N(Φ_C(x))ᵀN(Ψ_l): each half of the vectors gives one
+        head's share (:meth:`Network.head_scores`)."""
+        if self.search != "concat":
+            return None
+        d = self.dim
+        return np.stack([np.einsum("ncd,nd->nc", vectors[..., :d], queries[:, :d]),
+                         np.einsum("ncd,nd->nc", vectors[..., d:], queries[:, d:])], axis=-1)
 
     def new_label_vectors(self, tokens: TokenizedTexts, batch_size: int = 512) -> torch.Tensor:
         """Label-side search vectors of labels added after training, from their texts alone (zero-shot), for the

@@ -8,7 +8,10 @@ The candidates of a text are the union of the dense index's shortlist and the le
 * the lexical channel: the lexical model's score (its estimate of P(label | text)), its gap to the text's best
   lexical score and 1 / (1 + rank) in the lexical shortlist (all 0 when the label is not in it), and whether
   it is;
-* the label's prior, log(1 + n_l) / log(1 + max n) with n_l its training documents.
+* the label's prior, log(1 + n_l) / log(1 + max n) with n_l its training documents;
+* where the network's dense score sums two heads (UniDEC's DE head and classifiers Ψ, DEXA's and NGAME's label
+  embeddings and per-label classifiers, OAK's embeddings and classifiers: ``Network.head_scores``), each head's
+  score, so the fusion weighs them itself (0 for a network with one head).
 
 Two logistic regressions over standardised features (L2, ``C``; every channel's weight kept >= 0) are fitted on
 the held-out validation documents, never the test split: one on every feature, which scores the trained labels,
@@ -31,7 +34,8 @@ from xdex.jsonfile import read_json, write_json
 
 log = logging.getLogger(__name__)
 
-FEATURES = ("dense", "dense_gap", "dense_rrank", "lexical", "lexical_gap", "lexical_rrank", "in_lexical", "prior")
+FEATURES = ("dense", "dense_gap", "dense_rrank", "lexical", "lexical_gap", "lexical_rrank", "in_lexical", "prior",
+            "de", "clf")
 DENSE_FEATURES = ("dense", "dense_gap", "dense_rrank")  # what a label added after training has
 MONOTONE = frozenset(FEATURES) - {"prior"}  # evidence of relevance: their weights are kept >= 0
 FORMAT = "xdex-fusion"
@@ -51,13 +55,14 @@ class Candidates:
 
 
 def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
-               dense_score: Callable[[np.ndarray, np.ndarray], np.ndarray], prior: np.ndarray, n_known: int
-               ) -> Candidates:
+               dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
+               prior: np.ndarray, n_known: int) -> Candidates:
     """The union of the dense shortlist ``dense_ids`` ``[n, Kd]`` and the lexical shortlist ``lexical_ids``
     ``[n, Kl]`` (both best first, -1 padded) with their features.
 
     ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
-    shape); ``prior`` ``[n_known]`` the labels' priors; labels at rows >= ``n_known`` were added after training.
+    shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
+    ``[n_known]`` the labels' priors; labels at rows >= ``n_known`` were added after training.
     """
     n, kd = dense_ids.shape
     kl = lexical_ids.shape[1]
@@ -68,7 +73,10 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
     safe = np.where(valid, ids, 0)
 
-    dense = np.where(valid, dense_score(rows, safe), 0.0).astype(np.float32)
+    total, heads = dense_score(rows, safe)
+    dense = np.where(valid, total, 0.0).astype(np.float32)
+    if heads is None:
+        heads = np.zeros((*ids.shape, 2), np.float32)
     best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
     dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
     dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
@@ -87,7 +95,7 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     features = np.stack([
         dense, np.where(valid, dense - best_dense, 0.0), dense_rrank,
         lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
-        label_prior,
+        label_prior, heads[..., 0], heads[..., 1],
     ], axis=2).astype(np.float32)
     features[~valid] = 0.0
     return Candidates(ids, features)

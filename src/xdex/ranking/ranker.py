@@ -36,6 +36,7 @@ VERSION = 1
 MODES = ("fused", "lexical")  # the rankings of the stage
 DENSE = "dense"  # the network's own ranking, without the stage
 SERVED = (*MODES, DENSE)  # what a model may serve by default
+HeadScores = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]  # Network.head_scores
 CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
 
 
@@ -67,13 +68,15 @@ class Ranker:
 
     def candidates(self, texts: Sequence[str], queries: np.ndarray, index: Index | np.ndarray,
                    label_vectors: Callable[[np.ndarray], np.ndarray], added: np.ndarray | None = None, k: int = 0,
-                   lexical: tuple[np.ndarray, np.ndarray] | None = None) -> Candidates:
+                   lexical: tuple[np.ndarray, np.ndarray] | None = None, heads: HeadScores | None = None
+                   ) -> Candidates:
         """The candidates of ``texts`` (their dense query vectors ``queries``) and their features.
 
         ``index`` searches the trained labels (an index or their vectors); ``label_vectors(ids)`` gives the search
         vectors of label rows ``ids`` (any shape), trained or added. The dense shortlist holds at least ``k``
         labels, so that a ranking of ``k`` labels is never cut short. ``lexical``: the texts'
-        :meth:`lexical_shortlist`, when already computed.
+        :meth:`lexical_shortlist`, when already computed. ``heads``: the network's ``head_scores``, where its dense
+        score sums two heads.
         """
         n_known, n = len(self.prior), len(texts)
         dense_ids = np.full((n, 0), PAD, np.int64)
@@ -85,16 +88,19 @@ class Ranker:
             dense_ids = dense.indices
         lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
 
-        def dense_score(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
-            return np.einsum("ncd,nd->nc", label_vectors(ids), queries[rows[:, 0]])
+        def dense_score(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+            vectors, texts_queries = label_vectors(ids), queries[rows[:, 0]]
+            parts = heads(texts_queries, ids, vectors) if heads is not None else None
+            return np.einsum("ncd,nd->nc", vectors, texts_queries), parts
 
         return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
 
     def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
              label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
-             mode: str = "fused") -> Ranking:
+             mode: str = "fused", heads: HeadScores | None = None) -> Ranking:
         """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
-        vectors) or by the lexical channel alone (``"lexical"``; ``queries`` unused)."""
+        vectors; ``heads`` as in :meth:`candidates`) or by the lexical channel alone (``"lexical"``; ``queries``
+        unused)."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "lexical":
@@ -105,7 +111,7 @@ class Ranker:
         parts = []
         for start in range(0, len(texts), CHUNK):
             end = min(start + CHUNK, len(texts))
-            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k)
+            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads)
             parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
         if not parts:
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
