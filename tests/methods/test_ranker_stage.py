@@ -134,7 +134,11 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     lexical_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.dense_candidates=0"]),
                          tmp_path / "lexical")
     dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0",
-                                                             "ranker.select_epoch=false"]), tmp_path / "dense")
+                                                             "ranker.select_epoch=false",
+                                                             "ranker.refit_lexical=false"]), tmp_path / "dense")
+    labelled = int((np.diff(demo.train.labels.indptr) > 0).sum())  # training + validation documents
+    assert lexical_only.ranker.lexical.training["documents"] == labelled  # refitted once the fusion was fitted
+    assert dense_only.ranker.lexical.training["documents"] == labelled - 500  # kept as fitted before training
     texts = demo.test.texts[:30]
     lexical_ids = set(lexical_only.ranker.lexical.predict(texts, 100)[0].ravel()) - {-1}
     assert set(lexical_only.predict(texts, 10).indices.ravel()) - {-1} <= lexical_ids

@@ -72,6 +72,19 @@ def test_words_and_characters_stacked_rows_are_unit_length():
     assert x.shape[1] == model.n_features
 
 
+def test_features_equal_scikit_learns_transform(demo):
+    texts = demo.train.texts[:400]
+    config = LexicalConfig(analyzer="word+char", classifier="napkinxc-plt")
+    model = LexicalModel(config).fit(texts, demo.train.labels[:400])
+    unseen = [*demo.test.texts[:200], "", "zzzz qqqq", "Ünïcode wörds and ß"]
+    ours = model.features(unseen)
+    parts = [v.transform(unseen) for v in model.vectorizers]  # scikit-learn's own transform
+    reference = sp.csr_matrix(sp.hstack(parts), dtype=np.float64)
+    reference = sp.diags(1 / np.maximum(sp.linalg.norm(reference, axis=1), 1e-30)) @ reference
+    np.testing.assert_allclose(ours.toarray(), reference.toarray(), rtol=1e-5, atol=1e-7)
+    assert ours.has_sorted_indices and ours.dtype == np.float32
+
+
 def test_unique_word_share_by_hand():
     assert unique_word_share(["apple pie", "apple tart"]) == pytest.approx(2 / 4)  # pie and tart: once each
     assert unique_word_share(["red apple", "red apple", "red pie pie"]) == pytest.approx(2 / 7)  # pie: one text
@@ -214,3 +227,8 @@ def test_omikuji_roundtrip(demo, tmp_path, classifier):
     np.testing.assert_array_equal(a[1], b[1])
     assert (a[0][:, 0] >= 0).all() and (a[1][a[0] >= 0] <= 1).all()
     assert not list((tmp_path / "omikuji").rglob("*.pkl"))
+    x = loaded.features(texts[:50])  # the direct call of Omikuji's C function gives its Python API's answer
+    for i, found in enumerate(loaded._classifier.predict(x, 5)):
+        pairs = list(zip(x.indices[x.indptr[i]:x.indptr[i + 1]].tolist(), x.data[x.indptr[i]:x.indptr[i + 1]].tolist(),
+                         strict=True))
+        assert found == loaded._classifier.model.predict(pairs, beam_size=max(config.beam, 5), top_k=5)

@@ -143,6 +143,7 @@ class RankerConfig:
     lexical: dict = field(default_factory=dict)  # settings of xdex.ranking.LexicalConfig (default: its own)
     fusion_c: float = 1.0  # inverse L2 strength of the logistic fusion
     select_epoch: bool = True  # choose the epoch on the fused ranking's validation score (false: the network's own)
+    refit_lexical: bool = True  # once the fusion is fitted, refit the lexical channel on training + validation docs
 
 
 @dataclass

@@ -200,6 +200,39 @@ def choose_analyzer(texts: Sequence[str], config: LexicalConfig) -> tuple[list[s
     return blocks, share
 
 
+class TfidfTransform:
+    """A fitted ``TfidfVectorizer``'s ``transform`` (sublinear tf, idf, unit rows) without its per-call checks.
+
+    The same analyzer, vocabulary and idf, so the same rows (tested against scikit-learn); written here because
+    scikit-learn's input validation costs more than the transform of one short text, which is what a served
+    prediction asks for.
+    """
+
+    def __init__(self, vectorizer: TfidfVectorizer) -> None:
+        self.analyze = vectorizer.build_analyzer()
+        self.vocabulary: dict[str, int] = vectorizer.vocabulary_
+        self.idf = np.asarray(vectorizer.idf_, np.float64)
+        self.n_features = len(self.vocabulary)
+
+    def __call__(self, texts: Sequence[str]) -> sp.csr_matrix:
+        indptr: list[int] = [0]
+        indices: list[int] = []
+        counts: list[int] = []
+        for text in texts:
+            row: dict[int, int] = {}
+            for term in self.analyze(text):
+                j = self.vocabulary.get(term)
+                if j is not None:
+                    row[j] = row.get(j, 0) + 1
+            indices.extend(row)
+            counts.extend(row.values())
+            indptr.append(len(indices))
+        columns = np.asarray(indices, np.int64)
+        values = (1.0 + np.log(np.asarray(counts, np.float64))) * self.idf[columns]  # sublinear tf x idf
+        x = sp.csr_matrix((values, columns, np.asarray(indptr, np.int64)), shape=(len(texts), self.n_features))
+        return sp.csr_matrix(normalize(x, norm="l2", copy=False), dtype=np.float32)
+
+
 def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
     return TfidfVectorizer(
         analyzer="word" if block == "word" else "char_wb",
@@ -308,11 +341,22 @@ class _Omikuji:
             return cls(omikuji.Model.load(str(folder)), config)
 
     def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
+        """Omikuji's ``Model.predict`` of each row, its C function called on the row's arrays directly: the Python
+        wrapper sorts, checks and copies each feature in a Python loop, which costs more than the tree search on
+        long texts (the rows of ``x`` have sorted, distinct, in-range columns already)."""
+        from omikuji._libomikuji import ffi, lib
+
+        beam = max(self.beam, k)
+        labels, scores = np.empty(k, np.uint32), np.empty(k, np.float32)
+        out_labels, out_scores = ffi.from_buffer("uint32_t[]", labels), ffi.from_buffer("float[]", scores)
+        indices, values = x.indices.astype(np.uint32), x.data.astype(np.float32, copy=False)
+        model, pool = self.model._model_ptr, self.model._thread_pool.ptr
         out = []
         for i in range(x.shape[0]):
             start, end = x.indptr[i], x.indptr[i + 1]
-            pairs = list(zip(x.indices[start:end].tolist(), x.data[start:end].tolist(), strict=True))
-            out.append(self.model.predict(pairs, beam_size=max(self.beam, k), top_k=k))
+            found = lib.omikuji_predict(model, beam, end - start, ffi.from_buffer("uint32_t[]", indices[start:end]),
+                                        ffi.from_buffer("float[]", values[start:end]), k, out_labels, out_scores, pool)
+            out.append(list(zip(labels[:found].tolist(), scores[:found].tolist(), strict=True)))
         return out
 
 
@@ -334,6 +378,7 @@ class LexicalModel:
         self.training: dict[str, Any] = {}
         self._classifier: _Classifier | None = None
         self._files: dict[str, bytes] = {}  # the classifier's files, relative to classifier/
+        self._transforms: list[TfidfTransform] = []  # the fitted vectorizers' transforms, built at first use
 
     # --- features
 
@@ -345,7 +390,9 @@ class LexicalModel:
         """The TF-IDF rows of ``texts`` (float32 CSR, unit length or empty, sorted indices)."""
         if not self.vectorizers:
             raise RuntimeError("the lexical model is not fitted")
-        parts = [v.transform(texts) for v in self.vectorizers]
+        if len(self._transforms) != len(self.vectorizers):
+            self._transforms = [TfidfTransform(v) for v in self.vectorizers]
+        parts = [transform(texts) for transform in self._transforms]
         x = parts[0] if len(parts) == 1 else normalize(sp.hstack(parts, format="csr"), norm="l2")
         x = sp.csr_matrix(x, dtype=np.float32)
         x.sort_indices()
@@ -405,6 +452,12 @@ class LexicalModel:
         logger.info("lexical model: %d features (%s), %d labels, %s", self.n_features, "+".join(self.blocks),
                     self.n_labels, self.config.classifier)
         return self
+
+    def refit(self, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array) -> LexicalModel:
+        """A new model with this one's settings and feature blocks (not chosen again), fitted on other documents."""
+        if not self.blocks:
+            raise RuntimeError("the lexical model is not fitted")
+        return LexicalModel(dataclasses.replace(self.config, analyzer="+".join(self.blocks))).fit(texts, labels)
 
     def predict(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` labels of each text: ids (int64 ``[n, k]``, ``-1`` padding) and scores (float32, ``-inf``
