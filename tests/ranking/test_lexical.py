@@ -232,3 +232,14 @@ def test_omikuji_roundtrip(demo, tmp_path, classifier):
         pairs = list(zip(x.indices[x.indptr[i]:x.indptr[i + 1]].tolist(), x.data[x.indptr[i]:x.indptr[i + 1]].tolist(),
                          strict=True))
         assert found == loaded._classifier.model.predict(pairs, beam_size=max(config.beam, 5), top_k=5)
+
+
+def test_a_batch_split_over_threads_predicts_as_one_text_at_a_time(demo):
+    texts = demo.train.texts[:800]
+    model = LexicalModel(LexicalConfig(classifier="omikuji-parabel", trees=1)).fit(texts, demo.train.labels[:800])
+    model._classifier.threads = 2  # whatever the machine: two parts of 150 texts
+    ids, scores = model.predict(texts[:300], 5)
+    for i in (0, 149, 150, 299):  # each side of the split
+        one_ids, one_scores = model.predict([texts[i]], 5)
+        np.testing.assert_array_equal(ids[i], one_ids[0])
+        np.testing.assert_array_equal(scores[i], one_scores[0])

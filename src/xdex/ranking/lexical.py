@@ -17,7 +17,7 @@ What is implemented:
   ``min_df=2``; docs/benchmarks.md ("Lexical channel") measures both feature sets on every dataset.
 * **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
   ``omikuji-bonsai`` (default), Omikuji's Bonsai (Khandagale et al., 2020: shallow trees of 100-way unbalanced
-  label clusters, depth 3, three trees, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
+  label clusters, depth 3, one tree, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
   weights below ``weight_threshold`` pruned, beam search); ``omikuji-parabel``, Omikuji's Parabel (Prabhu et
   al., 2018: balanced binary trees); ``napkinxc-plt``, napkinXC's probabilistic label tree (Jasinska-Kobus et
   al., 2020: hierarchical 2-means tree, logistic or squared-hinge nodes, exact top-k search).
@@ -26,8 +26,10 @@ What is implemented:
   Bonsai has the best PSP@5 on all five and the best P@1 on three (foldoc-links +3.0 over Parabel, gcide-links
   +1.6, gcide-links-titles +1.8 over napkinXC), within 0.9 P@1 of Parabel on the other two; napkinXC's PLT
   trails the best by 0.4-8.5 P@1 with its defaults (log loss, C=10) and is not better with squared hinge, C=1.
-  Bonsai trains two to four times slower than Parabel (tens of seconds on 26,000 texts on 2 cores), so
-  ``omikuji-parabel`` is the faster choice; ``napkinxc-plt`` with ``threads=1`` is the repeatable one.
+  That comparison ran Omikuji's three trees; in the fused ranking one Bonsai tree scores as three do (held-out
+  training documents of three datasets, within ±0.9 P@1 either way) and trains and predicts three times
+  faster, so the default is one tree. ``omikuji-parabel`` is the faster choice still; ``napkinxc-plt`` with
+  ``threads=1`` is the repeatable one.
 * **Scores** are in [0, 1] and comparable across texts and labels: a label's score is the product of the
   node scores on its path from the root, averaged over the trees. Omikuji's node score is
   ``exp(-max(0, 1 - w.x)^2)`` with hinge loss (a monotone squashing of the margin, not a calibrated
@@ -37,9 +39,9 @@ What is implemented:
   padding of :class:`xdex.metrics.Ranking`.
 * **Determinism.** TF-IDF is deterministic. napkinXC's label tree is deterministic given ``seed``; its node
   classifiers (LIBLINEAR) shuffle with the C library's ``rand()``, which is seeded from ``seed`` before
-  training, so a fit with ``threads=1`` (the default) is repeatable; with more threads the nodes draw from
-  that one generator in a racing order and the weights differ slightly between fits. Omikuji has no seed:
-  its k-means starts from random points, so two fits may differ slightly.
+  training, so a fit with ``threads=1`` (napkinXC's default here) is repeatable; with more threads the nodes
+  draw from that one generator in a racing order and the weights differ slightly between fits. Omikuji has no
+  seed: its k-means starts from random points, so two fits may differ slightly; it trains on every core.
 * **Files** (:meth:`LexicalModel.save`): ``meta.json`` (format name and version, the config, the chosen
   analyzers, counts, SHA-256 of every other file and of the training data), per analyzer
   ``vocab_<name>.json`` (the terms, in column order) and ``idf_<name>.npz`` (numpy, no pickle), and
@@ -60,6 +62,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -68,7 +71,6 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
-from sklearn.preprocessing import normalize
 
 from xdex.atomic import atomic_write_bytes
 from xdex.jsonfile import read_json, write_json
@@ -83,14 +85,16 @@ ANALYZERS = ("auto", "word", "char", "word+char")
 CLASSIFIERS = ("omikuji-bonsai", "omikuji-parabel", "napkinxc-plt")
 META = "meta.json"
 CLASSIFIER_DIR = "classifier"
+MIN_ROWS_PER_THREAD = 64  # a batch is split over threads in parts of at least this many texts
 TOKEN_PATTERN = r"(?u)\b\w+\b"
 """Words: runs of one or more word characters (scikit-learn's default drops one-character words)."""
 
-# library defaults for the settings left at None in LexicalConfig: (loss, C, trees)
+# (loss, C, trees) for the settings left at None in LexicalConfig: the libraries' defaults, except one Bonsai tree
+# instead of Omikuji's three (as good in the fused ranking at a third of the time: docs/benchmarks.md)
 _PRESETS: dict[str, tuple[str, float, int]] = {
     "napkinxc-plt": ("log", 10.0, 1),
     "omikuji-parabel": ("hinge", 1.0, 3),
-    "omikuji-bonsai": ("hinge", 1.0, 3),
+    "omikuji-bonsai": ("hinge", 1.0, 1),
 }
 
 
@@ -120,15 +124,16 @@ class LexicalConfig:
     """LIBLINEAR's C (inverse regularisation) of the node classifiers; None: the library's default (napkinXC 10,
     Omikuji 1)."""
     trees: int | None = None
-    """Trees in the ensemble; None: the library's default (napkinXC 1, Omikuji 3)."""
+    """Trees in the ensemble; None: one for Bonsai and napkinXC, three for Parabel (Omikuji's default)."""
     weight_threshold: float = 0.1
     """Node weights of smaller magnitude are pruned (both libraries' default)."""
     max_leaf: int = 100
     """Most labels under one pre-leaf node (napkinXC ``max_leaves``, Omikuji ``min_branch_size``)."""
     beam: int = 10
     """Omikuji's beam width at prediction (napkinXC's search is exact)."""
-    threads: int = 1
-    """Threads of the classifier library for training and prediction."""
+    threads: int | None = None
+    """Threads of the classifier library's training; None: every core for Omikuji (which has no seed anyway), one
+    for napkinXC (repeatable). Prediction splits a batch over every core."""
     seed: int = 0
     """Seed of napkinXC (Omikuji has none)."""
 
@@ -141,12 +146,18 @@ class LexicalConfig:
             raise ValueError(f"classifier {self.classifier!r}: expected one of {', '.join(CLASSIFIERS)}")
         if self.loss not in (None, "log", "hinge"):
             raise ValueError(f"loss {self.loss!r}: expected 'log', 'hinge' or None")
-        if self.min_df < 1 or self.threads < 1 or self.max_leaf < 2 or self.beam < 1:
+        if self.min_df < 1 or (self.threads or 1) < 1 or self.max_leaf < 2 or self.beam < 1:
             raise ValueError("min_df, threads and beam must be at least 1, max_leaf at least 2")
         if (self.max_features is not None and self.max_features < 1) or (self.trees is not None and self.trees < 1):
             raise ValueError("max_features and trees must be positive (or None)")
         if (self.c is not None and not self.c > 0) or not 0 <= self.unique_word_threshold <= 1:
             raise ValueError("c must be positive, unique_word_threshold in [0, 1]")
+
+    def training_threads(self) -> int:
+        """``threads``, or its default for the classifier (``threads``' docstring)."""
+        if self.threads is not None:
+            return self.threads
+        return 1 if self.classifier == "napkinxc-plt" else len(os.sched_getaffinity(0))
 
     def resolved(self) -> tuple[str, float, int]:
         """(loss, C, trees) with the library's defaults in place of None."""
@@ -229,8 +240,18 @@ class TfidfTransform:
             indptr.append(len(indices))
         columns = np.asarray(indices, np.int64)
         values = (1.0 + np.log(np.asarray(counts, np.float64))) * self.idf[columns]  # sublinear tf x idf
-        x = sp.csr_matrix((values, columns, np.asarray(indptr, np.int64)), shape=(len(texts), self.n_features))
-        return sp.csr_matrix(normalize(x, norm="l2", copy=False), dtype=np.float32)
+        return unit_rows(sp.csr_matrix((values, columns, np.asarray(indptr, np.int64)),
+                                       shape=(len(texts), self.n_features)))
+
+
+def unit_rows(x: sp.csr_matrix) -> sp.csr_matrix:
+    """``x`` with each nonzero row scaled to unit length, as float32 with sorted indices."""
+    rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+    norms = np.sqrt(np.bincount(rows, weights=np.square(x.data, dtype=np.float64), minlength=x.shape[0]))
+    data = (x.data / norms[rows]).astype(np.float32)
+    out = sp.csr_matrix((data, x.indices, x.indptr), shape=x.shape)
+    out.sort_indices()
+    return out
 
 
 def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
@@ -288,7 +309,7 @@ class _NapkinPLT:
         loss, c, trees = config.resolved()
         return PLT(folder, loss="log" if loss == "log" else "l2", liblinear_c=c, ensemble=trees,
                    weights_threshold=config.weight_threshold, max_leaves=config.max_leaf,
-                   seed=config.seed, threads=config.threads, verbose=0)
+                   seed=config.seed, threads=config.training_threads(), verbose=0)
 
     @property
     def path(self) -> Path:
@@ -304,7 +325,8 @@ class _Omikuji:
     def __init__(self, model: Any, config: LexicalConfig) -> None:
         self.model = model
         self.beam = config.beam
-        model.init_prediction_thread_pool(config.threads)
+        self.threads = len(os.sched_getaffinity(0))  # prediction: the texts of a batch split over every core
+        model.init_prediction_thread_pool(self.threads)
 
     @classmethod
     def fit(cls, x: sp.csr_matrix, y: list[list[int]], n_labels: int, config: LexicalConfig,
@@ -327,7 +349,7 @@ class _Omikuji:
         if config.classifier == "omikuji-bonsai":  # the Bonsai settings of Omikuji's README
             hp.cluster_k, hp.cluster_balanced, hp.max_depth = 100, False, 3
         with _library_output_to_log("omikuji"):
-            model = omikuji.Model.train_on_data(str(path), hp, n_threads=config.threads)
+            model = omikuji.Model.train_on_data(str(path), hp, n_threads=config.training_threads())
             model.save(str(folder / CLASSIFIER_DIR))
         path.unlink()
         # the saved forest: a loaded model averages its trees in another order than the trained one
@@ -341,9 +363,20 @@ class _Omikuji:
             return cls(omikuji.Model.load(str(folder)), config)
 
     def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
-        """Omikuji's ``Model.predict`` of each row, its C function called on the row's arrays directly: the Python
-        wrapper sorts, checks and copies each feature in a Python loop, which costs more than the tree search on
-        long texts (the rows of ``x`` have sorted, distinct, in-range columns already)."""
+        """Omikuji's ``Model.predict`` of each row; a batch is split over the cores (Omikuji's C call releases
+        Python's lock, and its thread pool has a thread per core)."""
+        parts = min(self.threads, x.shape[0] // MIN_ROWS_PER_THREAD)
+        if parts <= 1:
+            return self._predict_rows(x, k)
+        bounds = [int(b) for b in np.linspace(0, x.shape[0], parts + 1)]
+        with ThreadPoolExecutor(parts) as pool:
+            done = pool.map(lambda b: self._predict_rows(x[bounds[b]:bounds[b + 1]], k), range(parts))
+            return [row for part in done for row in part]
+
+    def _predict_rows(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
+        """``Model.predict`` of each row, its C function called on the row's arrays directly: the Python wrapper
+        sorts, checks and copies each feature in a Python loop, which costs more than the tree search on long
+        texts (the rows of ``x`` have sorted, distinct, in-range columns already)."""
         from omikuji._libomikuji import ffi, lib
 
         beam = max(self.beam, k)
@@ -393,10 +426,7 @@ class LexicalModel:
         if len(self._transforms) != len(self.vectorizers):
             self._transforms = [TfidfTransform(v) for v in self.vectorizers]
         parts = [transform(texts) for transform in self._transforms]
-        x = parts[0] if len(parts) == 1 else normalize(sp.hstack(parts, format="csr"), norm="l2")
-        x = sp.csr_matrix(x, dtype=np.float32)
-        x.sort_indices()
-        return x
+        return parts[0] if len(parts) == 1 else unit_rows(sp.hstack(parts, format="csr"))
 
     def _fit_features(self, texts: Sequence[str]) -> sp.csr_matrix:
         blocks, self.share = choose_analyzer(texts, self.config)
