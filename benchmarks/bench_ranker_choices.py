@@ -1,0 +1,142 @@
+"""Two choices of the ranking stage, measured without a test split (docs/benchmarks.md, "Ranking stage: choices on
+validation splits").
+
+    python -m benchmarks.bench_ranker_choices heads DATASET [--methods ngame unidec dexa] [--set KEY=VALUE]
+    python -m benchmarks.bench_ranker_choices refit DATASET [--method dexml] [--set KEY=VALUE] [--json FILE]
+
+``heads``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with and without
+each head's score as a feature (``Network.head_scores``). ``refit``: 1,000 training documents held out as a
+stand-in test set (seed 7), the recipe trained on the rest (holding out its own validation documents); for each
+lexical classifier the fusion is fitted on the validation documents with the channel fitted without them, then the
+stand-in test set is scored with that channel and with one refitted on the training and validation documents.
+Prints one line per measurement and writes them to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import data_root
+from xdex.data import load
+from xdex.data.dataset import Dataset, Split
+from xdex.methods.pipeline import train
+from xdex.methods.plugin import Validation
+from xdex.methods.ranker import cross_fitted
+from xdex.methods.recipe import load_recipe
+from xdex.methods.run import split_validation, validation_filter
+from xdex.metrics.evaluation import evaluate_predictions
+from xdex.metrics.propensity import inverse_propensity
+from xdex.metrics.ranking import depth_with_filter
+from xdex.ranking.fusion import LogisticFusion
+from xdex.ranking.lexical import LexicalConfig, LexicalModel
+
+log = logging.getLogger("bench_ranker_choices")
+OVERRIDES = ["trainer.progress=false", "ranker.refit_lexical=false"]  # the validation documents stay unseen
+CLASSIFIERS: dict[str, dict[str, object]] = {"Bonsai, 3 trees": {"trees": 3}, "Bonsai, 1 tree": {"trees": 1},
+               "Parabel, 1 tree": {"classifier": "omikuji-parabel", "trees": 1}}
+
+
+def heads(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
+    """Cross-fitted validation figures of the fused ranking with and without the head features, per recipe."""
+    out = {}
+    for method in methods:
+        config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
+        with tempfile.TemporaryDirectory() as folder:
+            model = train(dataset, config, Path(folder) / "model")
+        assert model is not None and model.ranker is not None
+        train_rows, rows = split_validation(dataset.train, config.data.validation_size, config.trainer.seed)
+        texts = [dataset.train.texts[i] for i in rows]
+        pairs = validation_filter(dataset, rows)
+        valid = Validation(rows, texts, model.net.encoder.tokenize(texts), dataset.train.labels[rows], pairs,
+                           depth_with_filter(max(config.data.eval_ks), pairs))
+        queries = model.embed_texts(texts)
+        figures = {}
+        for name, head_scores in (("heads", model.net.head_scores), ("without", None)):
+            found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=head_scores)
+            figures[name] = cross_fitted(found, valid, config.data.eval_ks, config.section("ranker").fusion_c,
+                                         config.trainer.seed, inverse_propensity(dataset.train.labels[train_rows]))
+            log.info("%s %s %s: fused P@1 %.2f PSP@5 %.2f", dataset.name, method, name,
+                     figures[name]["fused"]["P@1"], figures[name]["fused"]["PSP@5"])
+        out[method] = figures
+    return out
+
+
+def _rows(split: Split, rows: np.ndarray) -> Split:
+    def pick(matrix):
+        return None if matrix is None else matrix[rows]
+
+    return Split([split.ids[i] for i in rows], [split.texts[i] for i in rows], split.labels[rows], pick(split.akp),
+                 pick(split.filter), pick(split.features))
+
+
+def refit(dataset: Dataset, method: str, overrides: list[str]) -> dict:
+    """Stand-in test figures of the fused ranking and the lexical channel, before and after the refit."""
+    rest, held = split_validation(dataset.train, 1000, 7)
+    stand_in = _rows(dataset.train, held)
+    if stand_in.filter is None:
+        stand_in.filter = validation_filter(dataset, held)
+    nested = Dataset(dataset.name, _rows(dataset.train, rest), dataset.labels, stand_in, dataset.akp_items,
+                     dataset.meta)
+    config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
+    with tempfile.TemporaryDirectory() as folder:
+        model = train(nested, config, Path(folder) / "model")
+    assert model is not None and model.ranker is not None
+    fitted, rows = split_validation(nested.train, config.data.validation_size, config.trainer.seed)
+    valid_texts = [nested.train.texts[i] for i in rows]
+    ranker, test_texts = model.ranker, stand_in.texts
+    valid_queries, test_queries = model.embed_texts(valid_texts), model.embed_texts(test_texts)
+
+    def scores() -> dict[str, dict[str, float]]:
+        fused = ranker.rank(test_texts, test_queries, model.index, model._label_vectors, 10)
+        lexical = ranker.rank(test_texts, None, model.index, model._label_vectors, 10, mode="lexical")
+        return {"fused": evaluate_predictions(fused, nested), "lexical": evaluate_predictions(lexical, nested)}
+
+    out: dict = {"dense": evaluate_predictions(model.with_search("dense").predict(test_texts, 10), nested)}
+    for name, settings in CLASSIFIERS.items():
+        lexical_config = LexicalConfig.from_dict({"seed": 0, **settings})
+        start = time.perf_counter()
+        ranker.lexical = LexicalModel(lexical_config).fit([nested.train.texts[i] for i in fitted],
+                                                          nested.train.labels[fitted])
+        fit_seconds = time.perf_counter() - start
+        ranker.fusion = LogisticFusion.fit(ranker.candidates(valid_texts, valid_queries, model.index,
+                                                             model._label_vectors, heads=model.net.head_scores),
+                                           nested.train.labels[rows], config.section("ranker").fusion_c)
+        before = scores()
+        ranker.lexical = ranker.lexical.refit(nested.train.texts, nested.train.labels)
+        after = scores()
+        out[name] = {"fit_s": round(fit_seconds, 1), "before": before, "after": after}
+        log.info("%s %s: fit %.1f s; fused P@1 %.2f -> %.2f, PSP@5 %.2f -> %.2f; lexical P@1 %.2f -> %.2f",
+                 dataset.name, name, fit_seconds, before["fused"]["P@1"], after["fused"]["P@1"],
+                 before["fused"]["PSP@5"], after["fused"]["PSP@5"], before["lexical"]["P@1"],
+                 after["lexical"]["P@1"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("choice", choices=("heads", "refit"))
+    parser.add_argument("dataset", help="a dataset folder under the data root, or demo")
+    parser.add_argument("--methods", nargs="+", default=["ngame", "unidec", "dexa"], help="recipes (heads)")
+    parser.add_argument("--method", default="dexml", help="recipe (refit)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for name in ("xdex", "omikuji"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    dataset = load(args.dataset if args.dataset == "demo" else data_root() / args.dataset)
+    result = (heads(dataset, args.methods, args.set) if args.choice == "heads" else
+              refit(dataset, args.method, args.set))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
