@@ -40,7 +40,8 @@ from xdex.ranking.lexical import LexicalConfig, LexicalModel
 log = logging.getLogger("bench_ranker_choices")
 OVERRIDES = ["trainer.progress=false", "ranker.refit_lexical=false"]  # the validation documents stay unseen
 CLASSIFIERS: dict[str, dict[str, object]] = {"Bonsai, 3 trees": {"trees": 3}, "Bonsai, 1 tree": {"trees": 1},
-               "Parabel, 1 tree": {"classifier": "omikuji-parabel", "trees": 1}}
+               "Parabel, 1 tree": {"classifier": "omikuji-parabel", "trees": 1},
+               "Bonsai, 1 tree, words + characters": {"trees": 1, "analyzer": "word+char"}}
 
 
 def heads(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
@@ -76,7 +77,7 @@ def _rows(split: Split, rows: np.ndarray) -> Split:
                  pick(split.filter), pick(split.features))
 
 
-def refit(dataset: Dataset, method: str, overrides: list[str]) -> dict:
+def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list[str]) -> dict:
     """Stand-in test figures of the fused ranking and the lexical channel, before and after the refit."""
     rest, held = split_validation(dataset.train, 1000, 7)
     stand_in = _rows(dataset.train, held)
@@ -99,7 +100,8 @@ def refit(dataset: Dataset, method: str, overrides: list[str]) -> dict:
         return {"fused": evaluate_predictions(fused, nested), "lexical": evaluate_predictions(lexical, nested)}
 
     out: dict = {"dense": evaluate_predictions(model.with_search("dense").predict(test_texts, 10), nested)}
-    for name, settings in CLASSIFIERS.items():
+    for name in classifiers:
+        settings = CLASSIFIERS[name]
         lexical_config = LexicalConfig.from_dict({"seed": 0, **settings})
         start = time.perf_counter()
         ranker.lexical = LexicalModel(lexical_config).fit([nested.train.texts[i] for i in fitted],
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("dataset", help="a dataset folder under the data root, or demo")
     parser.add_argument("--methods", nargs="+", default=["ngame", "unidec", "dexa"], help="recipes (heads)")
     parser.add_argument("--method", default="dexml", help="recipe (refit)")
+    parser.add_argument("--lexical", nargs="+", choices=list(CLASSIFIERS), default=list(CLASSIFIERS)[:3],
+                        help="lexical classifiers (refit)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args(argv)
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     dataset = load(args.dataset if args.dataset == "demo" else data_root() / args.dataset)
     result = (heads(dataset, args.methods, args.set) if args.choice == "heads" else
-              refit(dataset, args.method, args.set))
+              refit(dataset, args.method, args.set, args.lexical))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 
