@@ -4,7 +4,8 @@ Endpoints (wire format of ``POST /predict``: ``{"texts": [...], "k": 10}`` in,
 ``{"predictions": [[{"id": ..., "text": ..., "score": ...}, ...], ...]}`` out, one list per text,
 best first; ``id`` is the label's key):
 
-* ``POST /predict``: rank labels for one or many texts;
+* ``POST /predict``: rank labels for one or many texts; requests that arrive while the model is busy are answered
+  by one call of it (:class:`~xdex.inference.batching.MicroBatcher`);
 * ``POST /labels``: add labels by their texts (zero-shot): ``{"texts": [...], "ids": [...]}`` in (``ids``
   optional; generated as ``added-<row>`` when left out), ``{"ids": [...]}`` out with status 201. The labels
   are saved in the model directory, then searchable at once. A taken or repeated id gets a 409 answer; a
@@ -28,6 +29,7 @@ Needs the ``serve`` extra.
 """
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -35,7 +37,7 @@ import stat
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
@@ -50,6 +52,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xdex import __version__
 from xdex.inference.added_labels import MAX_KEY_CHARS, MAX_LABEL_TEXT_CHARS, KeyConflict, check_new_key, shown
+from xdex.inference.batching import MicroBatcher
 from xdex.inference.predictor import Predictor, ReadOnlyError
 
 if TYPE_CHECKING:
@@ -323,7 +326,15 @@ def create_app(
         except ReadOnlyError as e:  # tried again on every POST /labels
             logger.warning("%s; POST /labels answers 403 for now", e)
     PredictRequest, AddLabelsRequest = _request_models(limits)
-    app = FastAPI(title="xdex", version=__version__, description="Extreme multi-label classification with label text")
+    batcher = MicroBatcher(predictor.predict)  # concurrent requests share one call of the model
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        batcher.close()
+
+    app = FastAPI(title="xdex", version=__version__, description="Extreme multi-label classification with label text",
+                  lifespan=lifespan)
     stats = RequestStats()
     app.add_middleware(Guard, limits=limits, token=token, stats=stats)
 
@@ -335,7 +346,7 @@ def create_app(
     def predict(request: PredictRequest) -> PredictResponse:  # type: ignore[valid-type]  # built from the limits
         start = time.perf_counter()
         body = cast(_PredictBody, request)
-        ranked = predictor.predict(body.texts, body.k)
+        ranked = batcher(body.texts, body.k)
         out = [[ScoredLabelOut(id=label.key, text=label.text, score=label.score) for label in labels]
                for labels in ranked]
         stats.observe(time.perf_counter() - start)

@@ -11,6 +11,7 @@ from xdex.inference import DualEncoderModel, Predictor
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
+from ranking_asserts import assert_same_ranking
 
 from xdex.serving import MAX_K, MAX_TEXTS, create_app
 
@@ -169,3 +170,22 @@ def test_concurrent_additions_and_predictions(model_dir, toy):
                for label in predicted)
     restarted = Predictor(model_dir)
     assert set(restarted.model.label_ids[64:]) == set(added)
+
+
+def test_concurrent_requests_each_get_their_own_ranking(client, predictor, toy):
+    """Requests answered together (micro-batching) get what each would get alone."""
+    texts = toy.labels.texts[:24] + toy.test.texts[:24]
+
+    row = {key: i for i, key in enumerate(predictor.model.label_ids)}
+
+    def ask(i: int) -> list[dict]:
+        response = client.post("/predict", json={"texts": [texts[i]], "k": 3 + i % 2})
+        assert response.status_code == 200
+        return response.json()["predictions"][0]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(ask, range(len(texts))))
+    for i, served in enumerate(answers):
+        alone = predictor.predict([texts[i]], 3 + i % 2)[0]
+        assert_same_ranking([[row[label["id"]] for label in served]], [[label["score"] for label in served]],
+                            [[label.index for label in alone]], [[label.score for label in alone]])
