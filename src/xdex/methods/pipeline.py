@@ -42,7 +42,8 @@ from xdex.text.tokens import TokenizedTexts
 from xdex.train import Objective, Trainer, TrainerConfig
 from xdex.train.distributed import is_main, main_first
 from xdex.train.run_folder import TRAINING, run_folder
-from xdex.train.trainer import CHECKPOINT
+from xdex.train.threads import step_threads
+from xdex.train.trainer import CHECKPOINT, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,9 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
                                         depth_with_filter(max(config.data.eval_ks), pairs))
 
     objective = _build(run, plugins)
-    run.trainer = Trainer(objective, trainer_settings(config, plugins), workdir, evaluate=_evaluator(run))
+    settings = trainer_settings(config, plugins)
+    run.trainer = Trainer(objective, settings, workdir, evaluate=_evaluator(run),
+                          step_threads=step_threads(encoder, resolve_device(settings.device)))
     run.trainer.fit(resume=resume)
     for plugin in plugins:
         for stage in plugin.after_fit:

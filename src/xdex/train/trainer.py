@@ -37,6 +37,7 @@ from xdex.atomic import atomic_write_text
 from xdex.train import distributed as dist
 from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
+from xdex.train.threads import intra_op_threads
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,11 @@ class Trainer:
         config: TrainerConfig,
         workdir: str | Path,
         evaluate: Callable[[], dict[str, float]] | None = None,
+        step_threads: int | None = None,
     ):
+        """``step_threads``: intra-op threads of the training steps (None: torch's setting; ``train/threads.py``)."""
         self.objective = objective
+        self.step_threads = step_threads
         self.model = objective.model
         self.cfg = config
         self.device = resolve_device(config.device)
@@ -207,9 +211,10 @@ class Trainer:
         losses = []
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False, unit="batch",
                    disable=None if self.cfg.progress and dist.is_main() else True)  # None: only on a terminal
-        for batch in bar:
-            losses.append(self.step(batch))
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        with intra_op_threads(self.step_threads):
+            for batch in bar:
+                losses.append(self.step(batch))
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
         record: dict[str, Any] = {
             "epoch": epoch + 1,
             "loss": float(np.mean(losses)) if losses else float("nan"),

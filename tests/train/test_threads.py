@@ -1,0 +1,44 @@
+"""Thread counts chosen per kind of work: one intra-op thread for a bag encoder's training steps on the CPU,
+torch's own setting elsewhere and whenever the user set OMP_NUM_THREADS."""
+
+from __future__ import annotations
+
+import torch
+from test_trainer import ToyObjective, _cfg
+
+from xdex.encoders.factory import build_encoder
+from xdex.train import Trainer
+from xdex.train.threads import intra_op_threads, step_threads
+
+CPU = torch.device("cpu")
+
+
+def test_a_bag_encoder_steps_with_one_thread_unless_the_user_chose(monkeypatch):
+    bag = build_encoder({"type": "bag", "dim": 4, "vocab_size": 50}, ["alpha beta", "gamma delta"])
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert step_threads(bag, CPU) == 1
+    assert step_threads(bag, torch.device("cuda")) is None  # a GPU step: the CPU threads do not matter
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert step_threads(bag, CPU) is None
+
+
+def test_intra_op_threads_are_restored_after_the_block():
+    before = torch.get_num_threads()
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with intra_op_threads(None):
+        assert torch.get_num_threads() == before
+
+
+def test_the_trainer_runs_its_steps_with_the_chosen_threads(tmp_path):
+    seen: list[int] = []
+
+    class Counting(ToyObjective):
+        def loss(self, batch):
+            seen.append(torch.get_num_threads())
+            return super().loss(batch)
+
+    before = torch.get_num_threads()
+    Trainer(Counting(), _cfg(2), tmp_path, step_threads=1).fit()
+    assert set(seen) == {1} and torch.get_num_threads() == before
