@@ -44,6 +44,8 @@ def test_candidates_are_the_union_of_both_shortlists_with_their_features():
     assert f[:, F["lexical_gap"]].tolist() == pytest.approx([0.0, 0.0, 0.0, -0.4])
     assert f[:, F["lexical_rrank"]].tolist() == pytest.approx([0.0, 1 / 2, 0.0, 1 / 3])
     assert f[:, F["in_lexical"]].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert f[:, F["log_lexical"]].tolist() == pytest.approx([0.0, np.log(0.8), 0.0, np.log(0.4)])
+    assert f[:, F["log_lexical_gap"]].tolist() == pytest.approx([0.0, 0.0, 0.0, np.log(0.4 / 0.8)])
     assert f[:, F["prior"]].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.25])
     assert not f[:, [F["de"], F["clf"]]].any()  # one head: no head features
 

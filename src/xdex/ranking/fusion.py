@@ -6,7 +6,8 @@ The candidates of a text are the union of the dense index's shortlist and the le
 * the dense channel: the inner product of the text's and the label's search vectors (every candidate has one),
   its gap to the text's best dense score, and 1 / (1 + rank) in the dense shortlist (0 when not in it);
 * the lexical channel: the lexical model's score (its estimate of P(label | text)), its gap to the text's best
-  lexical score and 1 / (1 + rank) in the lexical shortlist (all 0 when the label is not in it), and whether
+  lexical score, the same two on a log scale (a tree's score is a product of node probabilities, so its log is
+  their sum), and 1 / (1 + rank) in the lexical shortlist (all 0 when the label is not in it), and whether
   it is;
 * the label's prior, log(1 + n_l) / log(1 + max n) with n_l its training documents;
 * where the network's dense score sums two heads (UniDEC's DE head and classifiers Ψ, DEXA's and NGAME's label
@@ -35,9 +36,10 @@ from xdex.jsonfile import read_json, write_json
 log = logging.getLogger(__name__)
 
 FEATURES = ("dense", "dense_gap", "dense_rrank", "lexical", "lexical_gap", "lexical_rrank", "in_lexical", "prior",
-            "de", "clf")
+            "de", "clf", "log_lexical", "log_lexical_gap")
 DENSE_FEATURES = ("dense", "dense_gap", "dense_rrank")  # what a label added after training has
 MONOTONE = frozenset(FEATURES) - {"prior"}  # evidence of relevance: their weights are kept >= 0
+LOG_FLOOR = 1e-6  # lexical scores below it count as it on the log scale
 FORMAT = "xdex-fusion"
 VERSION = 1
 
@@ -89,6 +91,8 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
     in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
     best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
+    log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
+    log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
 
     known = valid & (ids < n_known)
     label_prior = np.where(known, prior[np.where(known, ids, 0)], 0.0)
@@ -96,6 +100,7 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
         dense, np.where(valid, dense - best_dense, 0.0), dense_rrank,
         lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
         label_prior, heads[..., 0], heads[..., 1],
+        log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
     ], axis=2).astype(np.float32)
     features[~valid] = 0.0
     return Candidates(ids, features)
