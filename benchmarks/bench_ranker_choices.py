@@ -1,14 +1,17 @@
 """Two choices of the ranking stage, measured without a test split (docs/benchmarks.md, "Ranking stage: choices on
 validation splits").
 
-    python -m benchmarks.bench_ranker_choices heads DATASET [--methods ngame unidec dexa] [--set KEY=VALUE]
+    python -m benchmarks.bench_ranker_choices features DATASET [--methods ngame unidec dexa] [--set KEY=VALUE]
     python -m benchmarks.bench_ranker_choices refit DATASET [--method dexml] [--set KEY=VALUE] [--json FILE]
 
-``heads``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with and without
-each head's score as a feature (``Network.head_scores``). ``refit``: 1,000 training documents held out as a
-stand-in test set (seed 7), the recipe trained on the rest (holding out its own validation documents); for each
-lexical classifier the fusion is fitted on the validation documents with the channel fitted without them, then the
-stand-in test set is scored with that channel and with one refitted on the training and validation documents.
+``features``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with every
+feature, without each head's score (``Network.head_scores``) and without the log-scale lexical features (a
+left-out feature is set to 0 for every candidate, which the standardised fit then ignores).
+
+``refit``: 1,000 training documents held out as a stand-in test set (seed 7), the recipe trained on the rest
+(holding out its own validation documents); for each lexical classifier the fusion is fitted on the validation
+documents with the channel fitted without them, then the stand-in test set is scored with that channel and with one
+refitted on the training and validation documents.
 Prints one line per measurement and writes them to ``--json``.
 """
 
@@ -34,7 +37,7 @@ from xdex.methods.run import split_validation, validation_filter
 from xdex.metrics.evaluation import evaluate_predictions
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import depth_with_filter
-from xdex.ranking.fusion import LogisticFusion
+from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
 
 log = logging.getLogger("bench_ranker_choices")
@@ -44,8 +47,12 @@ CLASSIFIERS: dict[str, dict[str, object]] = {"Bonsai, 3 trees": {"trees": 3}, "B
                "Bonsai, 1 tree, words + characters": {"trees": 1, "analyzer": "word+char"}}
 
 
-def heads(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
-    """Cross-fitted validation figures of the fused ranking with and without the head features, per recipe."""
+ABLATIONS = {"every feature": (), "without the head scores": ("de", "clf"),
+             "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap")}
+
+
+def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
+    """Cross-fitted validation figures of the fused ranking with every feature and without some, per recipe."""
     out = {}
     for method in methods:
         config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
@@ -59,9 +66,11 @@ def heads(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
                            depth_with_filter(max(config.data.eval_ks), pairs))
         queries = model.embed_texts(texts)
         figures = {}
-        for name, head_scores in (("heads", model.net.head_scores), ("without", None)):
-            found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=head_scores)
-            figures[name] = cross_fitted(found, valid, config.data.eval_ks, config.section("ranker").fusion_c,
+        found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=model.net.head_scores)
+        for name, left_out in ABLATIONS.items():
+            ablated = Candidates(found.ids, found.features.copy())
+            ablated.features[..., [FEATURES.index(feature) for feature in left_out]] = 0.0
+            figures[name] = cross_fitted(ablated, valid, config.data.eval_ks, config.section("ranker").fusion_c,
                                          config.trainer.seed, inverse_propensity(dataset.train.labels[train_rows]))
             log.info("%s %s %s: fused P@1 %.2f PSP@5 %.2f", dataset.name, method, name,
                      figures[name]["fused"]["P@1"], figures[name]["fused"]["PSP@5"])
@@ -123,9 +132,9 @@ def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("choice", choices=("heads", "refit"))
+    parser.add_argument("choice", choices=("features", "refit"))
     parser.add_argument("dataset", help="a dataset folder under the data root, or demo")
-    parser.add_argument("--methods", nargs="+", default=["ngame", "unidec", "dexa"], help="recipes (heads)")
+    parser.add_argument("--methods", nargs="+", default=["ngame", "unidec", "dexa"], help="recipes (features)")
     parser.add_argument("--method", default="dexml", help="recipe (refit)")
     parser.add_argument("--lexical", nargs="+", choices=list(CLASSIFIERS), default=list(CLASSIFIERS)[:3],
                         help="lexical classifiers (refit)")
@@ -136,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("xdex", "omikuji"):
         logging.getLogger(name).setLevel(logging.WARNING)
     dataset = load(args.dataset if args.dataset == "demo" else data_root() / args.dataset)
-    result = (heads(dataset, args.methods, args.set) if args.choice == "heads" else
+    result = (features(dataset, args.methods, args.set) if args.choice == "features" else
               refit(dataset, args.method, args.set, args.lexical))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
