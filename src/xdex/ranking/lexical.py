@@ -433,7 +433,7 @@ class LexicalModel:
         if self.share is not None:
             logger.info("unique-word share %.3f (threshold %.2f): features %s", self.share,
                         self.config.unique_word_threshold, "+".join(blocks))
-        self.blocks, self.vectorizers = [], []
+        self.blocks, self.vectorizers, self._transforms = [], [], []
         for block in blocks:
             vectorizer = _vectorizer(block, self.config)
             try:
