@@ -71,7 +71,8 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
             ablated = Candidates(found.ids, found.features.copy())
             ablated.features[..., [FEATURES.index(feature) for feature in left_out]] = 0.0
             figures[name] = cross_fitted(ablated, valid, config.data.eval_ks, config.section("ranker").fusion_c,
-                                         config.trainer.seed, inverse_propensity(dataset.train.labels[train_rows]))
+                                         config.trainer.seed, inverse_propensity(dataset.train.labels[train_rows]),
+                                         config.section("ranker").fusion)
             log.info("%s %s %s: fused P@1 %.2f PSP@5 %.2f", dataset.name, method, name,
                      figures[name]["fused"]["P@1"], figures[name]["fused"]["PSP@5"])
         out[method] = figures
@@ -118,7 +119,8 @@ def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list
         fit_seconds = time.perf_counter() - start
         ranker.fusion = LogisticFusion.fit(ranker.candidates(valid_texts, valid_queries, model.index,
                                                              model._label_vectors, heads=model.net.head_scores),
-                                           nested.train.labels[rows], config.section("ranker").fusion_c)
+                                           nested.train.labels[rows], config.section("ranker").fusion_c,
+                                           config.section("ranker").fusion)
         before = scores()
         ranker.lexical = ranker.lexical.refit(nested.train.texts, nested.train.labels)
         after = scores()

@@ -11,9 +11,11 @@ import scipy.sparse as sp
 from xdex.ranking.fusion import (
     DENSE_FEATURES,
     FEATURES,
+    MONOTONE,
     Candidates,
     LinearFusion,
     LogisticFusion,
+    TreeFusion,
     candidates,
     label_prior,
 )
@@ -93,7 +95,8 @@ def test_label_prior_is_log_frequency_on_a_unit_scale():
     assert label_prior(y).tolist() == pytest.approx([1.0, np.log(2) / np.log(4), 0.0])
 
 
-def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path):
+@pytest.mark.parametrize("form", ["trees", "linear"])
+def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path, form):
     rng = np.random.default_rng(0)
     n, c = 200, 6
     ids = np.tile(np.arange(c), (n, 1))
@@ -101,8 +104,10 @@ def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path):
     truth = np.zeros((n, c), np.float32)
     truth[np.arange(n), features[:, :, F["lexical"]].argmax(axis=1)] = 1  # the best lexical score is relevant
     found = Candidates(ids, features)
-    fusion = LogisticFusion.fit(found, sp.csr_matrix(truth))
-    assert fusion.trained.weights[F["lexical"]] == max(fusion.trained.weights)
+    fusion = LogisticFusion.fit(found, sp.csr_matrix(truth), form=form)
+    assert isinstance(fusion.trained, TreeFusion if form == "trees" else LinearFusion)
+    if form == "linear":
+        assert fusion.trained.weights[F["lexical"]] == max(fusion.trained.weights)
     assert fusion.added.features == DENSE_FEATURES
     ranking = top_k(found, fusion.score(found, c), 1)
     assert (ranking.indices[:, 0] == truth.argmax(axis=1)).mean() > 0.9
@@ -110,6 +115,44 @@ def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path):
     fusion.save(tmp_path / "fusion.json")
     again = LogisticFusion.load(tmp_path / "fusion.json")
     np.testing.assert_array_equal(again.score(found, c), fusion.score(found, c))
+
+
+def test_tree_fusion_scores_as_scikit_learn_does_and_never_lowers_a_score_for_more_evidence():
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3000, len(FEATURES)))
+    y = x[:, F["dense"]] + x[:, F["lexical"]] * x[:, F["prior"]] + 0.3 * rng.normal(size=3000) > 0.5
+    names = list(FEATURES)
+    model = HistGradientBoostingClassifier(max_iter=30, max_leaf_nodes=15, early_stopping=False,
+                                           monotonic_cst=[1 if n in MONOTONE else 0 for n in names]).fit(x, y)
+    trees = TreeFusion.from_sklearn(names, model)
+    test = rng.normal(size=(500, len(FEATURES)))
+    np.testing.assert_allclose(trees.score(test.astype(np.float32)), model.decision_function(test.astype(np.float32)),
+                               rtol=1e-9, atol=1e-9)
+    more = test.copy()
+    more[:, F["dense"]] += 1.0  # more dense evidence: a monotone feature
+    assert (trees.score(more) >= trees.score(test) - 1e-12).all()
+    again = TreeFusion.from_dict(json.loads(json.dumps(trees.to_dict())))
+    np.testing.assert_array_equal(again.score(test), trees.score(test))
+
+
+def test_damaged_trees_are_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(FEATURES)))
+    trees = TreeFusion.fit(FEATURES, x, x[:, 0] > 0, trees=3)
+    path = tmp_path / "fusion.json"
+    LogisticFusion(trees, LinearFusion(DENSE_FEATURES, np.ones(3), 0.0, np.zeros(3), np.ones(3))).save(path)
+    assert isinstance(LogisticFusion.load(path).trained, TreeFusion)
+    record = json.loads(path.read_text())
+    record["trained"]["left"][0][0] = 10**6  # a child that is no node
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="fusion.json.*trees"):
+        LogisticFusion.load(path)
+    record["trained"]["form"] = "forest"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="fusion.json.*forest"):
+        LogisticFusion.load(path)
 
 
 def test_fusion_needs_both_kinds_of_pair():

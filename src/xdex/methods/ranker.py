@@ -28,7 +28,7 @@ from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import Ranking, remove_pairs
-from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, label_prior
+from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
 from xdex.ranking.ranker import Ranker, top_k
 from xdex.train.distributed import is_main
@@ -46,6 +46,8 @@ def check_ranker(config: RecipeConfig) -> None:
     if section.dense_candidates + section.lexical_candidates == 0:
         raise ValueError("ranker.dense_candidates and ranker.lexical_candidates are both 0: no candidates to rank "
                          "(set ranker: null to train without the ranking stage)")
+    if section.fusion not in FORMS:
+        raise ValueError(f"ranker.fusion must be one of {', '.join(FORMS)}, not {section.fusion!r}")
     if not section.fusion_c > 0:
         raise ValueError(f"ranker.fusion_c must be > 0, not {section.fusion_c}")
     try:
@@ -90,7 +92,7 @@ def validation_scorer(run: Run, ranker: Ranker):
         found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads)
         try:
             figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
-                                   inv_propensity)
+                                   inv_propensity, config.fusion)
         except ValueError as e:  # no relevant label among the candidates of one half: the network's own figures
             log.warning("the fused ranking is not scored at this epoch: %s", e)
             figures = {"fused": validation_metrics(q, z, valid, run.config.data.eval_ks), "dense": {}}
@@ -115,8 +117,8 @@ def fit_ranker(run: Run) -> None:
                               heads=run.net.head_scores)
     try:
         figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
-                               inverse_propensity(run.train_labels))
-        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c)
+                               inverse_propensity(run.train_labels), config.fusion)
+        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c, config.fusion)
     except ValueError as e:  # e.g. no validation document has a relevant label among its candidates
         log.warning("the ranking stage is left out of the model: %s", e)
         return
@@ -142,7 +144,7 @@ def served(figures: dict[str, dict], metric: str) -> str:
 
 
 def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, seed: int,
-                 inv_propensity: np.ndarray | None = None) -> dict[str, dict]:
+                 inv_propensity: np.ndarray | None = None, form: str = "trees") -> dict[str, dict]:
     """Validation metrics of the fused ranking (two-fold cross-fitted), the dense shortlist and the lexical one
     (PSP@k too, given the labels' inverse propensities)."""
     n_known = int(found.ids.max(initial=0)) + 1  # every validation candidate is a trained label
@@ -153,7 +155,7 @@ def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, 
         fold = Candidates(found.ids[~part], found.features[~part])
         if len(fold.ids) == 0:
             continue
-        fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c)
+        fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c, form)
         scores[part] = fusion.score(Candidates(found.ids[part], found.features[part]), n_known)
     column = {name: i for i, name in enumerate(FEATURES)}
     dense = found.features[..., column["dense"]] + 1e-3 * found.features[..., column["dense_rrank"]]  # rank: ties

@@ -141,7 +141,8 @@ class RankerConfig:
     dense_candidates: int = 20  # labels from the dense index per text (at least k when k labels are asked for)
     lexical_candidates: int = 20  # labels from the lexical model per text (docs/benchmarks.md: the choice)
     lexical: dict = field(default_factory=dict)  # settings of xdex.ranking.LexicalConfig (default: its own)
-    fusion_c: float = 1.0  # inverse L2 strength of the logistic fusion
+    fusion: str = "trees"  # how a trained label's features are combined: boosted trees, or linear (logistic)
+    fusion_c: float = 1.0  # inverse L2 strength of the logistic fits (the linear form; labels added later)
     select_epoch: bool = True  # choose the epoch on the fused ranking's validation score (false: the network's own)
     refit_lexical: bool = True  # once the fusion is fitted, refit the lexical channel on training + validation docs
 

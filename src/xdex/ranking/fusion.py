@@ -14,11 +14,13 @@ The candidates of a text are the union of the dense index's shortlist and the le
   embeddings and per-label classifiers, OAK's embeddings and classifiers: ``Network.head_scores``), each head's
   score, so the fusion weighs them itself (0 for a network with one head).
 
-Two logistic regressions over standardised features (L2, ``C``; every channel's weight kept >= 0) are fitted on
-the held-out validation documents, never the test split: one on every feature, which scores the trained labels,
-and one on the dense features alone, which scores labels added after training (they have no lexical weights and
-no training documents: each label is ranked by what it has). Both give calibrated log-odds of relevance, so
-their scores rank together. Weights are plain numbers in ``fusion.json``.
+Two models are fitted on the held-out validation documents, never the test split: one on every feature, which
+scores the trained labels: gradient-boosted trees (:class:`TreeFusion`, the default; NGAME fuses its scores with a
+small non-linear model too) or a logistic regression (:class:`LinearFusion`); and a logistic regression on the
+dense features alone, which scores labels added after training (they have no lexical weights and no training
+documents: each label is ranked by what it has). In both, more evidence from a channel never lowers a score
+(monotone trees, weights >= 0). Both give log-odds of relevance fitted by the log loss, so their scores rank
+together. ``fusion.json`` holds them as plain numbers.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -165,7 +168,7 @@ class LinearFusion:
         return ((features[..., self.columns] - self.mean) / self.scale) @ self.weights + self.bias
 
     def to_dict(self) -> dict:
-        return {"features": list(self.features), "weights": self.weights.tolist(), "bias": self.bias,
+        return {"form": "linear", "features": list(self.features), "weights": self.weights.tolist(), "bias": self.bias,
                 "mean": self.mean.tolist(), "scale": self.scale.tolist()}
 
     @classmethod
@@ -177,22 +180,118 @@ class LinearFusion:
         return ", ".join(f"{n} {w:+.2f}" for n, w in zip(self.features, self.weights, strict=True))
 
 
-class LogisticFusion:
-    """The fused score of a candidate (module docstring): a trained label's from every feature, a label added after
-    training from its dense features alone; both are log-odds of relevance, so they rank together."""
+class TreeFusion:
+    """Log-odds of relevance from gradient-boosted regression trees over the named features f of a candidate:
+    ``b + Σ_t tree_t(f)``, fitted by scikit-learn's ``HistGradientBoostingClassifier`` (binary log loss) with
+    the scores of :data:`MONOTONE` features constrained to never lower the log-odds, as the linear form's
+    weights are. The trees are kept as plain arrays (one row per tree, one column per node; a leaf's children
+    are itself), so they are written to ``fusion.json`` without pickle and scored here, the same sums as
+    scikit-learn's (tested): scikit-learn saves a fitted model by pickle alone."""
 
-    def __init__(self, trained: LinearFusion, added: LinearFusion):
+    def __init__(self, features: Sequence[str], feature: np.ndarray, threshold: np.ndarray, left: np.ndarray,
+                 right: np.ndarray, value: np.ndarray, bias: float, depth: int):
+        self.features = tuple(features)
+        unknown = sorted(set(self.features) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"unknown fusion features: {', '.join(unknown)}")
+        self.columns = [FEATURES.index(name) for name in self.features]
+        self.feature, self.threshold = np.asarray(feature, np.int64), np.asarray(threshold, np.float64)
+        self.left, self.right = np.asarray(left, np.int64), np.asarray(right, np.int64)
+        self.value, self.bias, self.depth = np.asarray(value, np.float64), float(bias), int(depth)
+        arrays = (self.feature, self.threshold, self.left, self.right, self.value)
+        shape = self.feature.shape
+        nodes_ok = all(0 <= a.min(initial=0) and a.max(initial=0) < shape[1] for a in (self.left, self.right))
+        if len(shape) != 2 or any(a.shape != shape for a in arrays) or not nodes_ok or self.depth < 0 or (
+                self.feature.size and not 0 <= self.feature.min() <= self.feature.max() < len(self.features)):
+            raise ValueError("the trees' arrays do not describe trees over the named features")
+
+    @classmethod
+    def fit(cls, features: Sequence[str], x: np.ndarray, y: np.ndarray, trees: int = 100) -> TreeFusion:
+        """Fit on the rows ``x`` ``[n, F]`` (all of :data:`FEATURES`) with relevance ``y``: ``trees`` boosting rounds
+        of trees with at most 15 leaves, learning rate 0.1, L2 strength 1 on the leaf values, no early stopping
+        (so the fit is deterministic)."""
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        if y.all() or not y.any():
+            raise ValueError("the validation candidates hold no positive (or no negative) pair to fit a fusion on")
+        model = HistGradientBoostingClassifier(
+            max_iter=trees, learning_rate=0.1, max_leaf_nodes=15, l2_regularization=1.0, early_stopping=False,
+            monotonic_cst=[1 if name in MONOTONE else 0 for name in features])
+        model.fit(x[:, [FEATURES.index(name) for name in features]].astype(np.float64), y)
+        return cls.from_sklearn(features, model)
+
+    @classmethod
+    def from_sklearn(cls, features: Sequence[str], model: Any) -> TreeFusion:
+        """The trees of a fitted binary ``HistGradientBoostingClassifier`` over the columns ``features``."""
+        nodes = [predictors[0].nodes for predictors in model._predictors]  # one tree per round (binary loss)
+        width = max(len(tree) for tree in nodes)
+
+        def table(field: str, fill: float = 0) -> np.ndarray:
+            out = np.full((len(nodes), width), fill, np.float64)
+            for t, tree in enumerate(nodes):
+                out[t, :len(tree)] = tree[field]
+            return out
+
+        own = np.broadcast_to(np.arange(width), (len(nodes), width))
+        leaf = table("is_leaf", 1) > 0  # padding nodes are leaves of value 0, never reached
+        left = np.where(leaf, own, table("left")).astype(np.int64)
+        right = np.where(leaf, own, table("right")).astype(np.int64)
+        value = np.where(leaf, table("value"), 0.0)
+        depth = int(max((tree["depth"].max() for tree in nodes), default=0))
+        return cls(features, np.where(leaf, 0, table("feature_idx")).astype(np.int64), table("num_threshold"), left,
+                   right, value, float(np.ravel(model._baseline_prediction)[0]), depth)
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): every tree walked
+        at once, one level per step (a value at a threshold goes left, as in scikit-learn)."""
+        x = features[..., self.columns].reshape(-1, len(self.columns)).astype(np.float64)
+        rows, trees = np.arange(len(x))[:, None], np.arange(self.feature.shape[0])[None, :]
+        node = np.zeros((len(x), self.feature.shape[0]), np.int64)
+        for _ in range(self.depth):
+            left = x[rows, self.feature[trees, node]] <= self.threshold[trees, node]
+            node = np.where(left, self.left[trees, node], self.right[trees, node])
+        scores = self.value[trees, node].sum(axis=1) + self.bias
+        return scores.reshape(features.shape[:-1])
+
+    def to_dict(self) -> dict:
+        return {"form": "trees", "features": list(self.features), "feature": self.feature.tolist(),
+                "threshold": self.threshold.tolist(), "left": self.left.tolist(), "right": self.right.tolist(),
+                "value": self.value.tolist(), "bias": self.bias, "depth": self.depth}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> TreeFusion:
+        return cls(record["features"], np.array(record["feature"]), np.array(record["threshold"]),
+                   np.array(record["left"]), np.array(record["right"]), np.array(record["value"]),
+                   float(record["bias"]), int(record["depth"]))
+
+    def describe(self) -> str:
+        return f"{self.feature.shape[0]} trees of depth <= {self.depth} over {', '.join(self.features)}"
+
+
+FORMS = ("trees", "linear")  # how a trained label's features are combined: TreeFusion, LinearFusion
+
+
+class LogisticFusion:
+    """The fused score of a candidate (module docstring): a trained label's from every feature (boosted trees or a
+    linear model), a label added after training from its dense features alone (linear); both are log-odds of
+    relevance, so they rank together."""
+
+    def __init__(self, trained: TreeFusion | LinearFusion, added: LinearFusion):
         self.trained = trained
         self.added = added
 
     @classmethod
-    def fit(cls, found: Candidates, labels: sp.csr_matrix, c: float = 1.0) -> LogisticFusion:
-        """Fit on validation candidates ``found`` whose true labels are the rows of ``labels``."""
+    def fit(cls, found: Candidates, labels: sp.csr_matrix, c: float = 1.0, form: str = "trees") -> LogisticFusion:
+        """Fit on validation candidates ``found`` whose true labels are the rows of ``labels``; ``form`` (one of
+        :data:`FORMS`) combines a trained label's features, ``c`` is the linear fits' inverse L2 strength."""
+        if form not in FORMS:
+            raise ValueError(f"the fusion's form is one of {', '.join(FORMS)}, not {form!r}")
         mask = found.mask
         rows = np.broadcast_to(np.arange(len(found.ids))[:, None], found.ids.shape)[mask]
         y = np.asarray(sp.csr_matrix(labels)[rows, found.ids[mask]]).ravel() > 0
         x = found.features[mask]
-        fusion = cls(LinearFusion.fit(FEATURES, x, y, c), LinearFusion.fit(DENSE_FEATURES, x, y, c))
+        trained = TreeFusion.fit(FEATURES, x, y) if form == "trees" else LinearFusion.fit(FEATURES, x, y, c)
+        fusion = cls(trained, LinearFusion.fit(DENSE_FEATURES, x, y, c))
         log.info("fusion weights: %s; labels added later: %s", fusion.trained.describe(), fusion.added.describe())
         return fusion
 
@@ -214,6 +313,11 @@ class LogisticFusion:
         if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION:
             raise ValueError(f"{path}: not an xdex fusion of version {VERSION}")
         try:
-            return cls(LinearFusion.from_dict(record["trained"]), LinearFusion.from_dict(record["added"]))
+            trained = record["trained"]
+            form = trained.get("form", "linear") if isinstance(trained, dict) else None  # files before trees: linear
+            if form not in FORMS:
+                raise ValueError(f"unknown form {form!r}")
+            scorer = TreeFusion.from_dict(trained) if form == "trees" else LinearFusion.from_dict(trained)
+            return cls(scorer, LinearFusion.from_dict(record["added"]))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: damaged fusion weights ({e})") from None
