@@ -28,12 +28,12 @@ import numpy as np
 
 from benchmarks.harness import data_root
 from xdex.data import load
-from xdex.data.dataset import Dataset, Split
+from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.methods.pipeline import train
 from xdex.methods.plugin import Validation
 from xdex.methods.ranker import cross_fitted
 from xdex.methods.recipe import load_recipe
-from xdex.methods.run import split_validation, validation_filter
+from xdex.methods.run import held_out_as_test, split_validation, validation_filter
 from xdex.metrics.evaluation import evaluate_predictions
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import depth_with_filter
@@ -41,7 +41,7 @@ from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
 
 log = logging.getLogger("bench_ranker_choices")
-OVERRIDES = ["trainer.progress=false", "ranker.refit_lexical=false"]  # the validation documents stay unseen
+OVERRIDES = ["trainer.progress=false", "ranker.refit=false"]  # the validation documents stay unseen
 CLASSIFIERS: dict[str, dict[str, object]] = {"Bonsai, 3 trees": {"trees": 3}, "Bonsai, 1 tree": {"trees": 1},
                "Parabel, 1 tree": {"classifier": "omikuji-parabel", "trees": 1},
                "Bonsai, 1 tree, words + characters": {"trees": 1, "analyzer": "word+char"}}
@@ -60,9 +60,10 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
             model = train(dataset, config, Path(folder) / "model")
         assert model is not None and model.ranker is not None
         train_rows, rows = split_validation(dataset.train, config.data.validation_size, config.trainer.seed)
+        rows, labels = held_out_as_test(dataset.train.labels, train_rows, rows)  # as the pipeline holds them out
         texts = [dataset.train.texts[i] for i in rows]
         pairs = validation_filter(dataset, rows)
-        valid = Validation(rows, texts, model.net.encoder.tokenize(texts), dataset.train.labels[rows], pairs,
+        valid = Validation(rows, texts, model.net.encoder.tokenize(texts), labels, pairs,
                            depth_with_filter(max(config.data.eval_ks), pairs))
         queries = model.embed_texts(texts)
         figures = {}
@@ -79,27 +80,43 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
     return out
 
 
-def _rows(split: Split, rows: np.ndarray) -> Split:
-    def pick(matrix):
-        return None if matrix is None else matrix[rows]
+def _rows(split: Split, rows: np.ndarray, columns: np.ndarray) -> Split:
+    def pick(matrix, by_label=False):
+        return None if matrix is None else (matrix[rows][:, columns] if by_label else matrix[rows])
 
-    return Split([split.ids[i] for i in rows], [split.texts[i] for i in rows], split.labels[rows], pick(split.akp),
-                 pick(split.filter), pick(split.features))
+    return Split([split.ids[i] for i in rows], [split.texts[i] for i in rows], pick(split.labels, True),
+                 pick(split.akp), pick(split.filter, True), pick(split.features))
+
+
+def stand_in_dataset(dataset: Dataset, size: int = 1000, seed: int = 7) -> Dataset:
+    """``size`` training documents held out as a test split is built: the label set is the labels of the other
+    training documents, a held-out document keeps those and is dropped when none is left."""
+    rest, held = split_validation(dataset.train, size, seed)
+    columns = np.flatnonzero(np.diff(dataset.train.labels[rest].tocsc().indptr) > 0)
+    if dataset.train.filter is None and dataset.test is not None and dataset.test.filter is not None:
+        dataset = Dataset(dataset.name, Split(dataset.train.ids, dataset.train.texts, dataset.train.labels,
+                                              dataset.train.akp, validation_filter(dataset, np.arange(len(
+                                                  dataset.train))), dataset.train.features),
+                          dataset.labels, dataset.test, dataset.akp_items, dataset.meta)
+    stand_in = _rows(dataset.train, held, columns)
+    kept = np.flatnonzero(np.diff(stand_in.labels.indptr) > 0)
+    labels = Catalogue([dataset.labels.ids[j] for j in columns], [dataset.labels.texts[j] for j in columns],
+                       None if dataset.labels.descs is None else [dataset.labels.descs[j] for j in columns])
+    return Dataset(dataset.name, _rows(dataset.train, rest, columns), labels,
+                   _rows(stand_in, kept, np.arange(len(columns))), dataset.akp_items, dataset.meta)
 
 
 def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list[str]) -> dict:
     """Stand-in test figures of the fused ranking and the lexical channel, before and after the refit."""
-    rest, held = split_validation(dataset.train, 1000, 7)
-    stand_in = _rows(dataset.train, held)
-    if stand_in.filter is None:
-        stand_in.filter = validation_filter(dataset, held)
-    nested = Dataset(dataset.name, _rows(dataset.train, rest), dataset.labels, stand_in, dataset.akp_items,
-                     dataset.meta)
+    nested = stand_in_dataset(dataset)
+    stand_in = nested.test
+    assert stand_in is not None
     config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
     with tempfile.TemporaryDirectory() as folder:
         model = train(nested, config, Path(folder) / "model")
     assert model is not None and model.ranker is not None
     fitted, rows = split_validation(nested.train, config.data.validation_size, config.trainer.seed)
+    rows, valid_labels = held_out_as_test(nested.train.labels, fitted, rows)  # as the pipeline holds them out
     valid_texts = [nested.train.texts[i] for i in rows]
     ranker, test_texts = model.ranker, stand_in.texts
     valid_queries, test_queries = model.embed_texts(valid_texts), model.embed_texts(test_texts)
@@ -119,7 +136,7 @@ def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list
         fit_seconds = time.perf_counter() - start
         ranker.fusion = LogisticFusion.fit(ranker.candidates(valid_texts, valid_queries, model.index,
                                                              model._label_vectors, heads=model.net.head_scores),
-                                           nested.train.labels[rows], config.section("ranker").fusion_c,
+                                           valid_labels, config.section("ranker").fusion_c,
                                            config.section("ranker").fusion)
         before = scores()
         ranker.lexical = ranker.lexical.refit(nested.train.texts, nested.train.labels)

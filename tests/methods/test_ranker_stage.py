@@ -135,7 +135,7 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
                          tmp_path / "lexical")
     dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0",
                                                              "ranker.select_epoch=false",
-                                                             "ranker.refit_lexical=false"]), tmp_path / "dense")
+                                                             "ranker.refit=false"]), tmp_path / "dense")
     labelled = int((np.diff(demo.train.labels.indptr) > 0).sum())  # training + validation documents
     assert lexical_only.ranker.lexical.training["documents"] == labelled  # refitted once the fusion was fitted
     assert dense_only.ranker.lexical.training["documents"] == labelled - 500  # kept as fitted before training

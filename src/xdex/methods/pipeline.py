@@ -28,6 +28,7 @@ from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.plugin import Plugin, Run, Validation, active_plugins
 from xdex.methods.run import (
     check_run_config,
+    held_out_as_test,
     label_texts,
     split_validation,
     validation_filter,
@@ -66,6 +67,7 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
     t0 = time.perf_counter()
     seed = config.trainer.seed
     train_rows, valid_rows = split_validation(dataset.train, config.data.validation_size, seed)
+    valid_rows, valid_labels = held_out_as_test(dataset.train.labels, train_rows, valid_rows)
     if len(train_rows) == 0:
         raise ValueError(f"{dataset.name}: no training document has a label; there is nothing to train on")
     run = Run(config, dataset.train.labels[train_rows], [dataset.train.texts[i] for i in train_rows],
@@ -86,7 +88,7 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
         if len(valid_rows):
             texts = [dataset.train.texts[i] for i in valid_rows]
             pairs = validation_filter(dataset, valid_rows)
-            run.validation = Validation(valid_rows, texts, cache.get(texts), dataset.train.labels[valid_rows], pairs,
+            run.validation = Validation(valid_rows, texts, cache.get(texts), valid_labels, pairs,
                                         depth_with_filter(max(config.data.eval_ks), pairs))
 
     objective = _build(run, plugins)

@@ -3,7 +3,8 @@ gives every recipe one; ``ranker: null`` turns it off): before the fit, the lexi
 training documents, and each validation of the fit scores the fused ranking, so the epoch kept is the one whose
 served ranking is best; after the fit, the fusion is fitted on the validation documents' candidates and the
 model's default ranking chosen (the fused one, unless a channel alone does better on validation); then the
-lexical channel is refitted on the training and validation documents together (``ranker.refit_lexical``).
+lexical channel and the labels' priors are refitted on the training and validation documents together
+(``ranker.refit``).
 
 Every input of the fusion is honest: the network and the lexical model are fitted without the validation
 documents, so their scores on them look like their scores on new texts. The validation figures it records are
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import scipy.sparse as sp
 
 from xdex.methods.plugin import Plugin, Run, Validation, register
 from xdex.methods.run import validation_metrics
@@ -126,11 +126,13 @@ def fit_ranker(run: Run) -> None:
     ranker.served = served(figures, run.config.trainer.select_metric)
     log.info("the model serves its %s ranking (the best on validation by %s)", ranker.served,
              run.config.trainer.select_metric)
-    if config.refit_lexical:
-        ranker.lexical = ranker.lexical.refit(
-            run.query_texts + valid.texts, sp.vstack([run.train_labels, valid.labels], format="csr"))
-        log.info("lexical channel refitted on %d training and validation documents", len(run.query_texts) +
-                 len(valid.texts))
+    if config.refit:  # every labelled training document; validation documents with all their labels
+        assert run.dataset is not None  # a pipeline run has its dataset
+        rows = np.flatnonzero(np.diff(run.dataset.train.labels.indptr) > 0)
+        labels = run.dataset.train.labels[rows]
+        ranker.lexical = ranker.lexical.refit([run.dataset.train.texts[i] for i in rows], labels)
+        ranker.prior = label_prior(labels)
+        log.info("lexical channel and label priors refitted on %d training and validation documents", len(rows))
     run.ranker = ranker
 
 

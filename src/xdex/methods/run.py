@@ -53,6 +53,28 @@ def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np
     return keep, valid
 
 
+def held_out_as_test(labels: sp.csr_matrix, train_rows: np.ndarray, valid_rows: np.ndarray
+                         ) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The validation rows and their labels, held out as a test split is built (``labels``: the training split's).
+
+    Where every label of the catalogue has a training document, the label set was drawn from the training split
+    (as in the Extreme Classification Repository's datasets and the shared ones), and a test document keeps only
+    labels that have training documents. A validation document is then held out the same way: it keeps the labels
+    that the fitted rows have, and one left without labels is dropped. Otherwise (labels without training
+    documents exist) the validation labels are kept whole. Held out as is, a label whose only documents are
+    validation documents has no training documents yet is relevant: the fusion learnt there that a label never
+    seen in training is likely relevant, which is never so on a test split of such a dataset.
+    """
+    y = sp.csr_matrix(labels)
+    if not (np.diff(y.tocsc().indptr) > 0).all():
+        return valid_rows, y[valid_rows]
+    seen = (np.diff(y[train_rows].tocsc().indptr) > 0).astype(y.dtype)
+    held = sp.csr_matrix(y[valid_rows] @ sp.diags(seen))
+    held.eliminate_zeros()
+    keep = np.diff(held.indptr) > 0
+    return valid_rows[keep], held[keep]
+
+
 def validation_filter(dataset: Dataset, rows: np.ndarray) -> sp.csr_matrix | None:
     """Filter pairs for held-out training rows, so validation is scored like the test split.
 

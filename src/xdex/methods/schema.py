@@ -144,7 +144,7 @@ class RankerConfig:
     fusion: str = "trees"  # how a trained label's features are combined: boosted trees, or linear (logistic)
     fusion_c: float = 1.0  # inverse L2 strength of the logistic fits (the linear form; labels added later)
     select_epoch: bool = True  # choose the epoch on the fused ranking's validation score (false: the network's own)
-    refit_lexical: bool = True  # once the fusion is fitted, refit the lexical channel on training + validation docs
+    refit: bool = True  # once the fusion is fitted, refit the lexical channel and label priors on all training docs
 
 
 @dataclass
