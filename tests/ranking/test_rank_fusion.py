@@ -149,6 +149,10 @@ def test_damaged_trees_are_refused(tmp_path):
     path.write_text(json.dumps(record))
     with pytest.raises(ValueError, match="fusion.json.*trees"):
         LogisticFusion.load(path)
+    record["trained"]["left"][0][0], record["trained"]["right"][0][0] = 1, 0  # a cycle back to the root
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="fusion.json.*trees"):
+        LogisticFusion.load(path)
     record["trained"]["form"] = "forest"
     path.write_text(json.dumps(record))
     with pytest.raises(ValueError, match="fusion.json.*forest"):

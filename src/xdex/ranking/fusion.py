@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -198,12 +199,21 @@ class TreeFusion:
         self.feature, self.threshold = np.asarray(feature, np.int64), np.asarray(threshold, np.float64)
         self.left, self.right = np.asarray(left, np.int64), np.asarray(right, np.int64)
         self.value, self.bias, self.depth = np.asarray(value, np.float64), float(bias), int(depth)
-        arrays = (self.feature, self.threshold, self.left, self.right, self.value)
-        shape = self.feature.shape
-        nodes_ok = all(0 <= a.min(initial=0) and a.max(initial=0) < shape[1] for a in (self.left, self.right))
-        if len(shape) != 2 or any(a.shape != shape for a in arrays) or not nodes_ok or self.depth < 0 or (
-                self.feature.size and not 0 <= self.feature.min() <= self.feature.max() < len(self.features)):
+        if self.depth < 0 or not self._well_formed():
             raise ValueError("the trees' arrays do not describe trees over the named features")
+
+    def _well_formed(self) -> bool:
+        """Equal [trees, nodes] arrays; children in range, a leaf its own child and an inner node's children after
+        it (so every walk ends at a leaf); feature columns in range."""
+        shape = self.feature.shape
+        if len(shape) != 2 or any(a.shape != shape for a in (self.threshold, self.left, self.right, self.value)):
+            return False
+        own = np.arange(shape[1])
+        inner = self.left != own
+        in_range = all(0 <= a.min(initial=0) and a.max(initial=0) < shape[1] for a in (self.left, self.right))
+        forward = bool(((self.left > own) & (self.right > own))[inner].all())
+        columns = not self.feature.size or (0 <= self.feature.min() and self.feature.max() < len(self.features))
+        return bool(in_range and forward and columns)
 
     @classmethod
     def fit(cls, features: Sequence[str], x: np.ndarray, y: np.ndarray, trees: int = 100) -> TreeFusion:
@@ -242,15 +252,10 @@ class TreeFusion:
                    right, value, float(np.ravel(model._baseline_prediction)[0]), depth)
 
     def score(self, features: np.ndarray) -> np.ndarray:
-        """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): every tree walked
-        at once, one level per step (a value at a threshold goes left, as in scikit-learn)."""
-        x = features[..., self.columns].reshape(-1, len(self.columns)).astype(np.float64)
-        rows, trees = np.arange(len(x))[:, None], np.arange(self.feature.shape[0])[None, :]
-        node = np.zeros((len(x), self.feature.shape[0]), np.int64)
-        for _ in range(self.depth):
-            left = x[rows, self.feature[trees, node]] <= self.threshold[trees, node]
-            node = np.where(left, self.left[trees, node], self.right[trees, node])
-        scores = self.value[trees, node].sum(axis=1) + self.bias
+        """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): each tree walked
+        from its root to a leaf (a value at a threshold goes left, as in scikit-learn), the leaves' values summed."""
+        x = np.ascontiguousarray(features[..., self.columns].reshape(-1, len(self.columns)), dtype=np.float64)
+        scores = _walk_trees(x, self.feature, self.threshold, self.left, self.right, self.value) + self.bias
         return scores.reshape(features.shape[:-1])
 
     def to_dict(self) -> dict:
@@ -266,6 +271,22 @@ class TreeFusion:
 
     def describe(self) -> str:
         return f"{self.feature.shape[0]} trees of depth <= {self.depth} over {', '.join(self.features)}"
+
+
+@numba.njit(cache=True)
+def _walk_trees(x: np.ndarray, feature: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
+                value: np.ndarray) -> np.ndarray:
+    """Σ_t value[t, leaf_t(x_i)] for each row x_i (:class:`TreeFusion`'s arrays; a leaf is its own child)."""
+    out = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        total = 0.0
+        for t in range(feature.shape[0]):
+            node = 0
+            while left[t, node] != node:
+                node = left[t, node] if x[i, feature[t, node]] <= threshold[t, node] else right[t, node]
+            total += value[t, node]
+        out[i] = total
+    return out
 
 
 FORMS = ("trees", "linear")  # how a trained label's features are combined: TreeFusion, LinearFusion
