@@ -47,6 +47,18 @@ CLASSIFIERS: dict[str, dict[str, object]] = {"Bonsai, 3 trees": {"trees": 3}, "B
                "Bonsai, 1 tree, words + characters": {"trees": 1, "analyzer": "word+char"}}
 
 
+def trained(dataset: Dataset, method: str, overrides: list[str]) -> tuple:
+    """A model of the recipe trained on ``dataset`` (its validation documents unseen by the lexical channel), its
+    config, and its fitted rows, validation rows and validation labels as the pipeline held them out."""
+    config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
+    with tempfile.TemporaryDirectory() as folder:
+        model = train(dataset, config, Path(folder) / "model")
+    assert model is not None and model.ranker is not None
+    fitted, rows = split_validation(dataset.train, config.data.validation_size, config.trainer.seed)
+    rows, labels = held_out_as_test(dataset.train.labels, fitted, rows)
+    return model, config, fitted, rows, labels
+
+
 ABLATIONS = {"every feature": (), "without the head scores": ("de", "clf"),
              "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap")}
 
@@ -55,12 +67,7 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
     """Cross-fitted validation figures of the fused ranking with every feature and without some, per recipe."""
     out = {}
     for method in methods:
-        config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
-        with tempfile.TemporaryDirectory() as folder:
-            model = train(dataset, config, Path(folder) / "model")
-        assert model is not None and model.ranker is not None
-        train_rows, rows = split_validation(dataset.train, config.data.validation_size, config.trainer.seed)
-        rows, labels = held_out_as_test(dataset.train.labels, train_rows, rows)  # as the pipeline holds them out
+        model, config, train_rows, rows, labels = trained(dataset, method, overrides)
         texts = [dataset.train.texts[i] for i in rows]
         pairs = validation_filter(dataset, rows)
         valid = Validation(rows, texts, model.net.encoder.tokenize(texts), labels, pairs,
@@ -111,12 +118,7 @@ def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list
     nested = stand_in_dataset(dataset)
     stand_in = nested.test
     assert stand_in is not None
-    config = load_recipe(method, overrides=[*OVERRIDES, *overrides])
-    with tempfile.TemporaryDirectory() as folder:
-        model = train(nested, config, Path(folder) / "model")
-    assert model is not None and model.ranker is not None
-    fitted, rows = split_validation(nested.train, config.data.validation_size, config.trainer.seed)
-    rows, valid_labels = held_out_as_test(nested.train.labels, fitted, rows)  # as the pipeline holds them out
+    model, config, fitted, rows, valid_labels = trained(nested, method, overrides)
     valid_texts = [nested.train.texts[i] for i in rows]
     ranker, test_texts = model.ranker, stand_in.texts
     valid_queries, test_queries = model.embed_texts(valid_texts), model.embed_texts(test_texts)
