@@ -17,11 +17,11 @@ def matrix(rows: list[list[int]], n_labels: int) -> sp.csr_matrix:
 
 
 def test_labels_only_validation_documents_have_are_dropped_with_documents_left_empty():
-    y = matrix([[0, 1], [1], [2], [0, 3], [3], [2]], 4)  # every label has a training document
+    y = matrix([[0, 1], [1], [2], [0, 3], [3], [0, 2]], 4)  # every label has a training document
     train_rows, valid_rows = np.array([0, 1, 4]), np.array([2, 3, 5])  # label 2: validation documents only
     rows, labels = held_out_as_test(y, train_rows, valid_rows)
-    assert rows.tolist() == [3]  # documents 2 and 5 had label 2 alone
-    assert labels.toarray().tolist() == [[1, 0, 0, 1]]
+    assert rows.tolist() == [3, 5]  # document 2 had label 2 alone
+    assert labels.toarray().tolist() == [[1, 0, 0, 1], [1, 0, 0, 0]]
 
 
 def test_with_labels_that_no_training_document_has_the_validation_labels_are_kept():
@@ -29,3 +29,10 @@ def test_with_labels_that_no_training_document_has_the_validation_labels_are_kep
     rows, labels = held_out_as_test(y, np.array([0]), np.array([1, 2]))
     assert rows.tolist() == [1, 2]
     assert labels.toarray().tolist() == [[0, 1, 0], [0, 1, 0]]
+
+
+def test_where_most_validation_labels_are_never_shared_they_are_kept():
+    y = matrix([[0], [1], [2], [3], [0]], 4)  # labels 1-3 have one document each: a memorisation task
+    rows, labels = held_out_as_test(y, np.array([0, 4]), np.array([1, 2, 3]))
+    assert rows.tolist() == [1, 2, 3]
+    assert labels.toarray().tolist() == [[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]

@@ -61,17 +61,22 @@ def held_out_as_test(labels: sp.csr_matrix, train_rows: np.ndarray, valid_rows: 
     (as in the Extreme Classification Repository's datasets and the shared ones), and a test document keeps only
     labels that have training documents. A validation document is then held out the same way: it keeps the labels
     that the fitted rows have, and one left without labels is dropped. Otherwise (labels without training
-    documents exist) the validation labels are kept whole. Held out as is, a label whose only documents are
-    validation documents has no training documents yet is relevant: the fusion learnt there that a label never
-    seen in training is likely relevant, which is never so on a test split of such a dataset.
+    documents exist) the validation labels are kept whole, and so they are where fewer than half of the validation
+    documents would keep a label (labels that are rarely shared, as in a memorisation task: the held-out labels
+    are then what validation is about). Held out as is, a label whose only documents are validation documents
+    has no training documents yet is relevant: the fusion learnt there that a label never seen in training is
+    likely relevant, which is never so on a test split of such a dataset.
     """
     y = sp.csr_matrix(labels)
+    whole = valid_rows, y[valid_rows]
     if not (np.diff(y.tocsc().indptr) > 0).all():
-        return valid_rows, y[valid_rows]
+        return whole
     seen = (np.diff(y[train_rows].tocsc().indptr) > 0).astype(y.dtype)
     held = sp.csr_matrix(y[valid_rows] @ sp.diags(seen))
     held.eliminate_zeros()
     keep = np.diff(held.indptr) > 0
+    if 2 * keep.sum() < len(valid_rows):
+        return whole
     return valid_rows[keep], held[keep]
 
 
