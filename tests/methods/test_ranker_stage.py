@@ -13,6 +13,7 @@ import pytest
 from xdex.data import load
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.pipeline import train
+from xdex.methods.ranker import served
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
@@ -149,3 +150,15 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
         return set(json.loads((folder / "training" / "metrics.jsonl").read_text().splitlines()[-1])["valid"])
     assert "dense_P@1" in validation_keys(tmp_path / "lexical")  # the epoch was chosen on the fused ranking
     assert "dense_P@1" not in validation_keys(tmp_path / "dense")  # ... here on the network's own
+
+
+def test_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_precision():
+    def figures(fused, dense, lexical):
+        return {name: {"P@1": p1, "P@3": p3} for name, (p1, p3) in
+                (("fused", fused), ("dense", dense), ("lexical", lexical))}
+
+    assert served(figures((30, 20), (25, 21), (20, 19)), "P@1") == "fused"
+    assert served(figures((25, 22), (25, 21), (20, 19)), "P@1") == "fused"  # a tie on P@1, P@3 decides
+    assert served(figures((25, 20), (25, 21), (20, 19)), "P@1") == "dense"
+    assert served(figures((20, 20), (25, 21), (26, 19)), "P@1") == "lexical"
+    assert served(figures((20, 20), (25, 21), (25, 21)), "P@1") == "dense"  # all equal: the network's own

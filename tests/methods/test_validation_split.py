@@ -36,3 +36,4 @@ def test_where_most_validation_labels_are_never_shared_they_are_kept():
     rows, labels = held_out_as_test(y, np.array([0, 4]), np.array([1, 2, 3]))
     assert rows.tolist() == [1, 2, 3]
     assert labels.toarray().tolist() == [[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+

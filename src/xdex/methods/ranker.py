@@ -136,10 +136,17 @@ def fit_ranker(run: Run) -> None:
     run.ranker = ranker
 
 
+TIE_BREAKERS = ("P@3", "P@5", "nDCG@5")  # compared, in turn, where the select metric ties
+
+
 def served(figures: dict[str, dict], metric: str) -> str:
     """The ranking a model serves: the fused one where it beats each channel alone on validation, else the better
-    channel (the network's own on a tie)."""
-    score = {name: figures[name].get(metric, float("-inf")) for name in ("fused", "dense", "lexical")}
+    channel (the network's own on a tie). Equal by ``metric`` (a few hundred validation documents tie often),
+    the rankings are compared by :data:`TIE_BREAKERS` in turn."""
+    def key(name: str) -> tuple[float, ...]:
+        return tuple(figures[name].get(m, float("-inf")) for m in (metric, *TIE_BREAKERS))
+
+    score = {name: key(name) for name in ("fused", "dense", "lexical")}
     if score["fused"] > max(score["dense"], score["lexical"]):
         return "fused"
     return "lexical" if score["lexical"] > score["dense"] else "dense"
