@@ -333,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             overrides = overrides_for(method, args.set, args.recipe_set) if method in RECIPES else []
             records += [r | {"job": method} for r in run_method(args.data_root / name, method, overrides)]
-            if args.json:  # after every run: a benchmark cut off keeps what it measured
-                atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
+            if args.json:  # after every run: a benchmark cut off keeps what it measured, and what it reused
+                ran = {(r["dataset"], r.get("job", r["method"])) for r in records}
+                later = [r for r in kept if (r["dataset"], r.get("job", r["method"])) not in ran]
+                atomic_write_text(args.json, json.dumps(records + later, indent=1) + "\n")
     section = report(command_line(MODULE, argv), records, load, args)
     publish(section, args.update_docs)
     return 0
