@@ -117,17 +117,21 @@ def label_prior(train_labels: sp.csr_matrix) -> np.ndarray:
     return (np.log1p(counts) / top if top > 0 else counts).astype(np.float32)
 
 
+def feature_columns(features: Sequence[str]) -> tuple[tuple[str, ...], list[int]]:
+    """The named features and their columns in :data:`FEATURES` (an unknown name is refused)."""
+    unknown = sorted(set(features) - set(FEATURES))
+    if unknown:
+        raise ValueError(f"unknown fusion features: {', '.join(unknown)}")
+    return tuple(features), [FEATURES.index(name) for name in features]
+
+
 class LinearFusion:
     """Log-odds w·(f − μ)/σ + b of the named features f of a candidate: a logistic regression over standardised
     features (scikit-learn, L2 with inverse strength ``c``)."""
 
     def __init__(self, features: Sequence[str], weights: np.ndarray, bias: float, mean: np.ndarray,
                  scale: np.ndarray):
-        self.features = tuple(features)
-        unknown = sorted(set(self.features) - set(FEATURES))
-        if unknown:
-            raise ValueError(f"unknown fusion features: {', '.join(unknown)}")
-        self.columns = [FEATURES.index(name) for name in self.features]
+        self.features, self.columns = feature_columns(features)
         self.weights = np.asarray(weights, np.float32)
         self.bias = float(bias)
         self.mean = np.asarray(mean, np.float32)
@@ -190,16 +194,12 @@ class TreeFusion:
     scikit-learn's (tested): scikit-learn saves a fitted model by pickle alone."""
 
     def __init__(self, features: Sequence[str], feature: np.ndarray, threshold: np.ndarray, left: np.ndarray,
-                 right: np.ndarray, value: np.ndarray, bias: float, depth: int):
-        self.features = tuple(features)
-        unknown = sorted(set(self.features) - set(FEATURES))
-        if unknown:
-            raise ValueError(f"unknown fusion features: {', '.join(unknown)}")
-        self.columns = [FEATURES.index(name) for name in self.features]
+                 right: np.ndarray, value: np.ndarray, bias: float):
+        self.features, self.columns = feature_columns(features)
         self.feature, self.threshold = np.asarray(feature, np.int64), np.asarray(threshold, np.float64)
         self.left, self.right = np.asarray(left, np.int64), np.asarray(right, np.int64)
-        self.value, self.bias, self.depth = np.asarray(value, np.float64), float(bias), int(depth)
-        if self.depth < 0 or not self._well_formed():
+        self.value, self.bias = np.asarray(value, np.float64), float(bias)
+        if not self._well_formed():
             raise ValueError("the trees' arrays do not describe trees over the named features")
 
     def _well_formed(self) -> bool:
@@ -247,9 +247,8 @@ class TreeFusion:
         left = np.where(leaf, own, table("left")).astype(np.int64)
         right = np.where(leaf, own, table("right")).astype(np.int64)
         value = np.where(leaf, table("value"), 0.0)
-        depth = int(max((tree["depth"].max() for tree in nodes), default=0))
         return cls(features, np.where(leaf, 0, table("feature_idx")).astype(np.int64), table("num_threshold"), left,
-                   right, value, float(np.ravel(model._baseline_prediction)[0]), depth)
+                   right, value, float(np.ravel(model._baseline_prediction)[0]))
 
     def score(self, features: np.ndarray) -> np.ndarray:
         """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): each tree walked
@@ -261,16 +260,16 @@ class TreeFusion:
     def to_dict(self) -> dict:
         return {"form": "trees", "features": list(self.features), "feature": self.feature.tolist(),
                 "threshold": self.threshold.tolist(), "left": self.left.tolist(), "right": self.right.tolist(),
-                "value": self.value.tolist(), "bias": self.bias, "depth": self.depth}
+                "value": self.value.tolist(), "bias": self.bias}
 
     @classmethod
     def from_dict(cls, record: dict) -> TreeFusion:
         return cls(record["features"], np.array(record["feature"]), np.array(record["threshold"]),
                    np.array(record["left"]), np.array(record["right"]), np.array(record["value"]),
-                   float(record["bias"]), int(record["depth"]))
+                   float(record["bias"]))
 
     def describe(self) -> str:
-        return f"{self.feature.shape[0]} trees of depth <= {self.depth} over {', '.join(self.features)}"
+        return f"{self.feature.shape[0]} trees over {', '.join(self.features)}"
 
 
 @numba.njit(cache=True)
