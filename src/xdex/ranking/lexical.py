@@ -157,7 +157,7 @@ class LexicalConfig:
         """``threads``, or its default for the classifier (``threads``' docstring)."""
         if self.threads is not None:
             return self.threads
-        return 1 if self.classifier == "napkinxc-plt" else len(os.sched_getaffinity(0))
+        return 1 if self.classifier == "napkinxc-plt" else cores()
 
     def resolved(self) -> tuple[str, float, int]:
         """(loss, C, trees) with the library's defaults in place of None."""
@@ -209,6 +209,11 @@ def choose_analyzer(texts: Sequence[str], config: LexicalConfig) -> tuple[list[s
     share = unique_word_share(texts)
     blocks = ["word", "char"] if share >= config.unique_word_threshold else ["word"]
     return blocks, share
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0))
 
 
 class TfidfTransform:
@@ -325,7 +330,7 @@ class _Omikuji:
     def __init__(self, model: Any, config: LexicalConfig) -> None:
         self.model = model
         self.beam = config.beam
-        self.threads = len(os.sched_getaffinity(0))  # prediction: the texts of a batch split over every core
+        self.threads = cores()  # prediction: the texts of a batch split over every core
         model.init_prediction_thread_pool(self.threads)
 
     @classmethod
