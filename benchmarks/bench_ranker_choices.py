@@ -121,12 +121,11 @@ def refit(dataset: Dataset, method: str, overrides: list[str], classifiers: list
     model, config, fitted, rows, valid_labels = trained(nested, method, overrides)
     valid_texts = [nested.train.texts[i] for i in rows]
     ranker, test_texts = model.ranker, stand_in.texts
-    valid_queries, test_queries = model.embed_texts(valid_texts), model.embed_texts(test_texts)
+    valid_queries = model.embed_texts(valid_texts)
 
-    def scores() -> dict[str, dict[str, float]]:
-        fused = ranker.rank(test_texts, test_queries, model.index, model._label_vectors, 10)
-        lexical = ranker.rank(test_texts, None, model.index, model._label_vectors, 10, mode="lexical")
-        return {"fused": evaluate_predictions(fused, nested), "lexical": evaluate_predictions(lexical, nested)}
+    def scores() -> dict[str, dict[str, float]]:  # the model's own modes: the ranker object they share is refitted
+        return {mode: evaluate_predictions(model.with_search(mode).predict(test_texts, 10), nested)
+                for mode in ("fused", "lexical")}
 
     out: dict = {"dense": evaluate_predictions(model.with_search("dense").predict(test_texts, 10), nested)}
     for name in classifiers:
