@@ -261,15 +261,10 @@ def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
 def test_two_process_oak_training_writes_one_model_as_good_as_one_process(trained, topics, tmp_path):
     """`torchrun --nproc_per_node=2 -m xdex train --method oak`: rank 0 writes the linker and the model, the
     other rank reads the linker and trains its share; the model equals the 1-process model in quality."""
-    import os
-    import subprocess
-    import sys
+    from torchrun_runner import torchrun_train
 
-    out = tmp_path / "oak2"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "xdex", "train",
-           "--method", "oak", "--data", str(topics), "--out", str(out), "--quiet", *[f"--set={s}" for s in TINY]]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    run, out = torchrun_train(["--method", "oak", "--data", str(topics), "--quiet", *[f"--set={s}" for s in TINY]],
+                              tmp_path / "oak2", timeout=300)
     assert run.stdout.count("model written to") == 1
     assert (out / "linker" / "meta.json").is_file() and not list(out.rglob("*.tmp"))
     two, one = evaluate(out, topics), evaluate(trained / "oak", topics)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from torchrun_runner import torchrun_train
 
 from xdex.data import load
 from xdex.methods.pipeline import train
@@ -19,14 +17,10 @@ SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000", "classifiers.epochs=2
 
 @pytest.mark.slow
 def test_two_process_train_writes_one_model_directory_as_good_as_one_process(tmp_path):
-    out = tmp_path / "two"
-    args = ["--method", "ngame", "--data", "demo", "--out", str(out), "--quiet"]
+    args = ["--method", "ngame", "--data", "demo", "--quiet"]
     for setting in SETTINGS:
         args += ["--set", setting]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "xdex", "train",
-           *args]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    run, out = torchrun_train(args, tmp_path / "two", timeout=240)
     assert run.stdout.count("model written to") == 1  # rank 0 reports, the other rank is silent
     assert run.stderr.count("epoch 2:") == 2  # Module I and Module II, each logged by rank 0 alone
     assert run.stderr.count("the model serves its") == 1  # rank 0 fits the ranking stage
