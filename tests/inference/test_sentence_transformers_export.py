@@ -235,3 +235,13 @@ def test_a_network_of_a_plug_in_is_refused_by_name(tokenizer, tmp_path):
     with pytest.raises(ex.UnsupportedModel, match="network type 'custom' \\(Custom\\) has no sentence-transformers"):
         ex.export_sentence_transformers(Custom(bag(tokenizer, "none")), tmp_path / "st")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bf16_transformer_is_exported_in_float32(bert_dir, tmp_path):
+    encoder = Transformer(bert_dir, max_length=10, bf16=True).eval()
+    net = DualEncoder(encoder)
+    out = ex.export_sentence_transformers(net, tmp_path / "st")
+    assert encoder.bf16  # set back after the check
+    texts = probe_texts(net)
+    encoder.bf16 = False
+    assert_same_vectors(st_vectors(out, texts), net.text_vectors(texts).numpy())

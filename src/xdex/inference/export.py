@@ -34,6 +34,7 @@ never replaced. It loads offline (``HF_HUB_OFFLINE=1``): every file it needs is 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import shutil
@@ -81,6 +82,19 @@ def _library_warnings_only() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _float32(encoder: Encoder) -> Iterator[None]:
+    """A transformer encoder set to ``bf16`` computes in float32 for the duration."""
+    if not isinstance(encoder, Transformer) or not encoder.bf16:
+        yield
+        return
+    encoder.bf16 = False
+    try:
+        yield
+    finally:
+        encoder.bf16 = True
 
 
 class UnsupportedModel(ValueError):
@@ -139,7 +153,7 @@ def network_layers(net: Network, tower: str = "query", search: str | None = None
 
 def tower_modules(net: Network, tower: str = "query", search: str | None = None) -> list[nn.Module]:
     """The stock sentence-transformers modules that embed texts as ``net`` does in ``tower`` and mode ``search``."""
-    from sentence_transformers.sentence_transformer import modules
+    modules = _st_modules()
 
     layers = network_layers(net, tower, search)
     encoder = net.encoder
@@ -160,11 +174,19 @@ def tower_modules(net: Network, tower: str = "query", search: str | None = None)
     return out
 
 
-def _dense(layer: _Linear) -> nn.Module:
-    from sentence_transformers.sentence_transformer.modules import Dense
+def _st_modules() -> Any:
+    """sentence-transformers' module classes (``sentence_transformers.models`` before version 6)."""
+    for name in ("sentence_transformers.sentence_transformer.modules", "sentence_transformers.models"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError("exporting needs the 'sentence-transformers' package (the 'export' extra)")
 
+
+def _dense(layer: _Linear) -> nn.Module:
     rows, cols = layer.weight.shape
-    dense = Dense(cols, rows, bias=layer.bias is not None, activation_function=layer.activation())
+    dense = _st_modules().Dense(cols, rows, bias=layer.bias is not None, activation_function=layer.activation())
     with torch.no_grad():
         dense.linear.weight.copy_(layer.weight)
         if layer.bias is not None:
@@ -182,7 +204,7 @@ def _backend_tokenizer(encoder: Encoder) -> Any:
 
 
 def _bag_modules(encoder: BagOfEmbeddings, scale_free: bool) -> list[nn.Module]:
-    from sentence_transformers.sentence_transformer import modules
+    modules = _st_modules()
 
     table = encoder.embedding.weight.detach().float().cpu()
     rows = table.shape[0]
@@ -218,7 +240,7 @@ def _bag_modules(encoder: BagOfEmbeddings, scale_free: bool) -> list[nn.Module]:
 
 
 def _transformer_modules(encoder: Transformer) -> list[nn.Module]:
-    from sentence_transformers.sentence_transformer import modules
+    modules = _st_modules()
     from transformers import PreTrainedTokenizerFast
 
     if encoder.tokenizer.pad_token is None:
@@ -231,7 +253,10 @@ def _transformer_modules(encoder: Transformer) -> list[nn.Module]:
         module.model.float()
     # the tokenizer pipeline xdex reads (normalisation, special tokens), whatever class the model type suggests
     fast = PreTrainedTokenizerFast(tokenizer_object=_backend_tokenizer(encoder), pad_token=encoder.tokenizer.pad_token)
-    module.processor = fast
+    if "processor" in vars(module):  # sentence-transformers 6 calls the tokenizer the processor
+        module.processor = fast
+    else:
+        module.tokenizer = fast
     module.max_seq_length = encoder.max_length
     pooling = modules.Pooling(encoder.dim, pooling_mode="cls" if encoder.pooling == "cls" else "mean")
     return [module, pooling]
@@ -275,11 +300,13 @@ def export_sentence_transformers(net: Network, out: str | Path, *, tower: str = 
     with _library_warnings_only():
         model = build_sentence_transformer(net, tower, search)
     texts = list(CHECK_TEXTS if check_texts is None else check_texts)
+    with _float32(net.encoder):  # the exported folder computes in float32
+        expected = xdex_vectors(net, texts, tower, search)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         with _quiet(), _library_warnings_only():
             model.save(str(staging))
-            check_export(staging, xdex_vectors(net, texts, tower, search), texts)
+            check_export(staging, expected, texts)
         if out.exists() or out.is_symlink():
             raise FileExistsError(f"{out} appeared while exporting; export into a new folder")
         os.rename(staging, out)
