@@ -15,6 +15,7 @@ import pytest
 import torch
 from cli_runner import xdex_cli
 
+import xdex
 from xdex.encoders import BagOfEmbeddings, Transformer, idf_weights
 from xdex.inference import export as ex
 from xdex.inference.model import DualEncoderModel
@@ -74,6 +75,9 @@ def test_query_vectors_of_a_trained_model(trained, tmp_path, name, search, modul
     assert_same_vectors(st_vectors(out, texts), want)
     assert np.linalg.norm(want[0]) == 0 or name == "unidec"  # a text without tokens: the zero vector, unless a bias
     assert sorted(p.name for p in tmp_path.iterdir()) == ["st"]  # no temporary folder left
+    assert json.loads((out / ex.PROVENANCE).read_text()) == {
+        "xdex_version": xdex.__version__, "network": model.net.kind, "encoder": "bag", "tower": "query",
+        "search": search or model.net.search, "dim": want.shape[1]}
 
 
 @pytest.mark.parametrize(("name", "search"), [("ngame", None), ("unidec", "clf")])

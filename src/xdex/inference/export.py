@@ -21,14 +21,14 @@ The tower is built from stock sentence-transformers modules only (nothing for ``
 
 Towers (:data:`TOWERS`): ``query`` embeds texts as the network embeds queries in a search mode
 (``DualEncoderModel.embed_texts``); ``label`` embeds them as the network embeds a label added by its text after
-training (``new_label_vectors``). Which networks can be exported, and in which modes, :func:`tower_modules` says; a
+training (``new_label_vectors``). Which networks can be exported, and in which modes, :func:`network_layers` says; a
 part that stock modules cannot express (UniDEC's ``concat`` mode, OAK's linker and augmentation, a network type
 registered by a plug-in) is refused by name rather than exported to embed differently.
 
 The folder is written next to ``OUT`` under a temporary name, loaded back with sentence-transformers and checked to
 embed a few texts as xdex does (cosine >= :data:`CHECK_COSINE`), then renamed to ``OUT``; an existing ``OUT`` is
-never replaced. It loads offline (``HF_HUB_OFFLINE=1``): every file it needs is in it. Needs the optional
-``sentence-transformers`` package (the ``export`` extra).
+never replaced. ``xdex-export.json`` in it records what was exported. It loads offline (``HF_HUB_OFFLINE=1``):
+every file it needs is in it. Needs the optional ``sentence-transformers`` package (the ``export`` extra).
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import xdex
 from xdex.encoders.bag import BagOfEmbeddings
 from xdex.encoders.base import Encoder
 from xdex.encoders.transformer import Transformer, _quiet
 from xdex.inference.model import DualEncoderModel
+from xdex.jsonfile import write_json
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
 from xdex.modules.network import Network
@@ -68,6 +70,7 @@ FORMATS = ("sentence-transformers",)
 TOWERS = ("query", "label")
 CHECK_COSINE = 0.9999  # the least cosine between xdex's and the exported folder's vectors of the check texts
 CHECK_TEXTS = ("", "a short text", "Another text, with UPPER case and punctuation!", "unseenword xqzv " * 80)
+PROVENANCE = "xdex-export.json"  # what was exported: xdex version, network, encoder, tower, search mode, dimension
 CHECK_LABELS = 16  # label texts of the model checked too
 _TOKENIZER_FILE = "tokenizer.json"
 
@@ -307,6 +310,10 @@ def export_sentence_transformers(net: Network, out: str | Path, *, tower: str = 
         with _quiet(), _library_warnings_only():
             model.save(str(staging))
             check_export(staging, expected, texts)
+        write_json(staging / PROVENANCE, {
+            "xdex_version": xdex.__version__, "network": net.kind, "encoder": net.encoder.kind, "tower": tower,
+            "search": net.search if search is None else search, "dim": int(expected.shape[1]),
+        })
         if out.exists() or out.is_symlink():
             raise FileExistsError(f"{out} appeared while exporting; export into a new folder")
         os.rename(staging, out)
