@@ -1,4 +1,4 @@
-"""The `xdex` command line: `xdex data ...`, `xdex train`, `xdex evaluate`, `xdex predict`, `xdex demo`.
+"""The `xdex` command line: `xdex data ...`, `xdex train`, `xdex evaluate`, `xdex predict`, `xdex demo`, `xdex export`.
 
 Each command group lives in its own module; this one assembles them and turns
 expected user errors (bad data, missing files) into a one-paragraph message and a
@@ -15,6 +15,7 @@ import typer
 from xdex.cli import data as data_cmds
 from xdex.cli import demo as demo_cmds
 from xdex.cli import evaluate as evaluate_cmds
+from xdex.cli import export as export_cmds
 from xdex.cli import predict as predict_cmds
 from xdex.cli import serve as serve_cmds
 from xdex.cli import train as train_cmds
@@ -33,6 +34,7 @@ evaluate_cmds.register(app)
 predict_cmds.register(app)
 serve_cmds.register(app)
 demo_cmds.register(app)
+export_cmds.register(app)
 
 
 @app.callback()
