@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,15 @@ def raw_npz(**arrays) -> bytes:
     """An .npz file of exactly these arrays, for matrices that scipy would refuse to build."""
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def zip_of(**members: str) -> bytes:
+    """A zip whose members are not numpy arrays."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, text in members.items():
+            z.writestr(name, text)
     return buffer.getvalue()
 
 
@@ -92,6 +102,7 @@ def problems(folder) -> list[str]:
         ("Y.trn.npz", raw_npz(format=np.array(["csr"], dtype=object)), None,
          "Object arrays cannot be loaded when allow_pickle=False"),
         ("Y.trn.npz", raw_npz(y=np.ones(3)), None, "no 'format' array: not a sparse matrix"),
+        ("Y.trn.npz", zip_of(notes="hello"), None, "not a .npz file: notes in the zip is not a numpy array"),
         ("Y.trn.npz", npz_bytes(sp.dia_matrix(np.eye(3))), None, "a sparse matrix in format 'dia'"),
         ("Y.trn.npz", raw_npz(format=b"csr", shape=np.array([3, 3]), data=np.ones(1), indices=np.array([0])), None,
          "the csr matrix lacks its indptr array"),
@@ -174,3 +185,16 @@ def test_round_trip_keeps_everything(tmp_path_factory, dataset):
     save(dataset, folder, "npz")
     assert validate(folder) == []
     assert_same_dataset(dataset, load(folder))
+
+
+def test_the_command_line_converts_and_validates(make_folder, tmp_path, monkeypatch, capsys):
+    from cli_runner import xdex_cli
+
+    folder = make_folder(PECOS)
+    assert xdex_cli(monkeypatch, capsys, "data", "convert", folder, tmp_path / "j", "--to", "xc-raw")[0] == 0
+    assert xdex_cli(monkeypatch, capsys, "data", "convert", tmp_path / "j", tmp_path / "n", "--to", "npz")[0] == 0
+    assert_same_dataset(load(folder), load(tmp_path / "n"))
+    (tmp_path / "n" / "Y.trn.npz").write_bytes(npz_bytes(sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 0], [0, 0, -1]]))))
+    code, out, _ = xdex_cli(monkeypatch, capsys, "data", "validate", tmp_path / "n")
+    assert code == 1
+    assert f"{tmp_path / 'n' / 'Y.trn.npz'}:3: matrix row 2: label 2 has value -1.0" in out

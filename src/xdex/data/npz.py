@@ -149,10 +149,15 @@ def _load_arrays(path: Path, log: ProblemLog) -> dict[str, np.ndarray] | None:
         return None
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
+            arrays = {name: npz[name] for name in npz.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
         log.add(path, None, f"cannot be read as a .npz file ({e})")
         return None
+    others = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if others:  # numpy hands back the raw bytes of a zip member that is not a .npy array
+        log.add(path, None, f"not a .npz file: {', '.join(others)} in the zip is not a numpy array")
+        return None
+    return arrays
 
 
 def _entries(
