@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import sys
 
 import pytest
 from cli_runner import xdex_cli
-from conftest import TINY
 
 import xdex.data
+from xdex.cli import main
 from xdex.inference.card import CARD, TEST_BEGIN, TEST_END
 from xdex.inference.model import MARKER, DualEncoderModel
 
-VALIDATED = [s for s in TINY if not s.startswith("data.validation_size")] + ["data.validation_size=16"]
+VALIDATED = ["trainer.epochs=1", "trainer.eval_every=1", "trainer.progress=false", "data.validation_size=16",
+             "encoder.dim=16", "encoder.vocab_size=300", "sampling.batch_size=16"]  # conftest's TINY, validated
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +36,7 @@ def cli_model(toy, tmp_path_factory):
     for setting in VALIDATED:
         args += ["--set", setting]
     with pytest.MonkeyPatch.context() as mp:
-        import sys
-
         mp.setattr(sys, "argv", ["xdex", *args])
-        from xdex.cli import main
-
         try:
             main()
         except SystemExit as e:
@@ -87,8 +86,6 @@ def test_the_card_is_outside_the_checksums_and_the_model_still_loads(cli_model, 
     _, model, _ = cli_model
     assert CARD not in meta_of(model)["files"]
     DualEncoderModel.load(model, verify=True)
-    import shutil
-
     copy = shutil.copytree(model, tmp_path / "copy")
     (copy / CARD).write_text("# my own notes\n", encoding="utf-8")  # editing the card touches nothing else
     DualEncoderModel.load(copy, verify=True)
@@ -103,8 +100,6 @@ def test_a_model_trained_from_python_says_so(trained):
 
 
 def test_evaluate_record_adds_the_test_metrics_and_keeps_the_model_valid(cli_model, tmp_path, monkeypatch, capsys):
-    import shutil
-
     data, original, _ = cli_model
     model = shutil.copytree(original, tmp_path / "model")
     before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file() and p.name != CARD}
@@ -137,8 +132,6 @@ def test_evaluate_record_adds_the_test_metrics_and_keeps_the_model_valid(cli_mod
 
 
 def test_record_appends_to_a_hand_written_card_and_needs_a_model(cli_model, tmp_path, monkeypatch, capsys):
-    import shutil
-
     data, original, _ = cli_model
     model = shutil.copytree(original, tmp_path / "model")
     (model / CARD).write_text("# Our model\n\nWritten by hand.\n", encoding="utf-8")
