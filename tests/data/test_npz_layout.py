@@ -72,6 +72,11 @@ def test_reads_a_dexml_folder_with_its_raw_texts(make_folder):
     assert ds.train.texts == ["a", "b"] and ds.test.texts == ["c"] and ds.labels.texts == ["A", "B", "C"]
     np.testing.assert_array_equal(ds.train.labels.toarray(), [[0, 0, 1], [1, 0, 0]])
     assert ds.test.labels.nnz == 0 and ds.train.filter.nnz == 0
+    (folder / "raw" / "Y.txt").write_text("A\nB\n", encoding="utf-8")
+    assert problems(folder) == [f"{folder / 'Y.trn.npz'}: the matrix has 3 columns, but raw/Y.txt has 2 labels",
+                                f"{folder / 'Y.trn.npz'}:1: matrix row 0: label id 2 is out of range: there are 2 "
+                                "labels (ids 0..1)",
+                                f"{folder / 'Y.tst.npz'}: the matrix has 3 columns, but raw/Y.txt has 2 labels"]
 
 
 def problems(folder) -> list[str]:

@@ -97,10 +97,16 @@ def _read_split(
         ids = read_ids(folder / f"{stem}_ids.txt", len(texts), texts_path, log)
     matrix = None
     if matrix_path.is_file():
-        rows_from = (texts_path.name, len(texts)) if texts_path is not None and texts is not None else None
-        cols_from = (labels_file.name, len(labels)) if labels_file is not None and labels is not None else None
+        rows_from = (_name(texts_path, folder), len(texts)) if texts_path is not None and texts is not None else None
+        cols_from = (_name(labels_file, folder), len(labels)) if labels_file is not None and labels is not None \
+            else None
         matrix = read_matrix(matrix_path, rows_from, cols_from, log)
     return texts, ids, matrix
+
+
+def _name(path: Path, folder: Path) -> str:
+    """``path`` as the messages name it: relative to the dataset folder (``raw/trn_X.txt``)."""
+    return path.relative_to(folder).as_posix()
 
 
 def read_matrix(
