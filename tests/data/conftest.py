@@ -19,6 +19,7 @@ def write_folder(folder: Path, files: dict[str, str | bytes]) -> Path:
             content = content.encode("utf-8")
             if name.endswith(".gz"):
                 content = gzip.compress(content, mtime=0)
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)  # a name may have a folder: raw/Y.txt
         (folder / name).write_bytes(content)
     return folder
 

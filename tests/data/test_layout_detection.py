@@ -29,7 +29,7 @@ def test_no_dataset_files_lists_what_was_looked_for(tmp_path):
         load(tmp_path)
     assert str(e.value) == (
         f"{tmp_path}: no dataset files found; looked for train.jsonl or train.jsonl.gz (jsonl); "
-        "trn.json.gz or trn.json (xc-lf); trn_X.txt (xc-raw); train.txt (bow)"
+        "trn.json.gz or trn.json (xc-lf); trn_X.txt (xc-raw); Y.trn.npz (npz); train.txt (bow)"
     )
 
 
@@ -43,7 +43,7 @@ def test_several_layouts_need_a_choice(make_folder):
 def test_missing_folder_and_bad_arguments(tmp_path):
     assert [str(p) for p in validate(tmp_path / "nope")] == [f"{tmp_path / 'nope'}: no such folder"]
     assert [str(p) for p in validate(tmp_path / "nope", layout="jsonl")] == [f"{tmp_path / 'nope'}: no such folder"]
-    with pytest.raises(ValueError, match="layout must be one of jsonl, xc-lf, xc-raw, bow, not 'csv'"):
+    with pytest.raises(ValueError, match="layout must be one of jsonl, xc-lf, xc-raw, npz, bow, not 'csv'"):
         load(tmp_path, layout="csv")
 
 

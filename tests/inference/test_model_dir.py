@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from xdex.inference.card import CARD
 from xdex.inference.model import MARKER, DualEncoderModel, file_record
 
 
@@ -33,7 +34,7 @@ def test_every_file_written_is_recorded(trained, name):
     folder = trained[name]
     files = meta_of(folder)["files"]
     written = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
-               and p.relative_to(folder).parts[0] != "training"} - {MARKER, "added_labels.npz"}
+               and p.relative_to(folder).parts[0] != "training"} - {MARKER, "added_labels.npz", CARD}  # the card: docs
     assert set(files) == written
     assert {"config.yaml", "labels.jsonl", "label_embeddings.npy"} <= written
     assert any(n.startswith("encoder/") for n in files) and any(n.startswith("index/") for n in files)

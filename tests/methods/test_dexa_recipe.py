@@ -318,8 +318,8 @@ def test_the_model_directory_holds_no_auxiliary_vectors_and_does_not_grow_with_k
         return {str(p.relative_to(out)): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
 
     small, large = files(2), files(128)
-    assert sorted(small) == sorted(large) == [
-        "config.yaml", "encoder/encoder.json", "encoder/model.safetensors", "encoder/tokenizer.json",
+    assert sorted(small) == sorted(large) == [  # README.md: the model card
+        "README.md", "config.yaml", "encoder/encoder.json", "encoder/model.safetensors", "encoder/tokenizer.json",
         "encoder/tokenizer_config.json", "heads.json", "heads.safetensors", "index/ids.npy", "index/index.json",
         "index/vectors.npy", "label_embeddings.npy", "labels.jsonl", "meta.json",
         "training/classifiers/metrics.jsonl", "training/config.yaml", "training/metrics.jsonl"]

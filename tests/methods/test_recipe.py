@@ -55,8 +55,9 @@ def test_model_directory_predicts_the_same_after_reload(demo, trained):
     texts = demo.test.texts[:50]
     a, b = model.predict(texts, 10), again.predict(texts, 10)
     assert_same_ranking(a.indices, a.scores, b.indices, b.scores)
-    assert sorted(p.name for p in out.iterdir()) == [
-        "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "ranker", "training"]
+    assert sorted(p.name for p in out.iterdir()) == [  # README.md: the model card
+        "README.md", "config.yaml", "encoder", "index", "label_embeddings.npy", "labels.jsonl", "meta.json", "ranker",
+        "training"]
     assert sorted(p.name for p in (out / "training").iterdir()) == ["config.yaml", "metrics.jsonl"]
 
 

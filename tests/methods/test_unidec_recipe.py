@@ -107,8 +107,8 @@ def test_concat_search_vectors_are_the_de_and_classifier_vectors_side_by_side(de
 
 def test_unidec_model_directory_reloads_and_predicts_the_same(demo, unidec):
     model, out = unidec
-    assert sorted(p.name for p in out.iterdir()) == [
-        "config.yaml", "encoder", "heads.json", "heads.safetensors", "index", "label_embeddings.npy",
+    assert sorted(p.name for p in out.iterdir()) == [  # README.md: the model card
+        "README.md", "config.yaml", "encoder", "heads.json", "heads.safetensors", "index", "label_embeddings.npy",
         "labels.jsonl", "meta.json", "training"]
     assert read_json(out / "heads.json") == {
         "type": "unidec", "dim": DIM, "dropout": 0.1, "search": "concat", "n_labels": len(demo.labels)}

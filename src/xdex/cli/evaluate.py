@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import scipy.sparse as sp
 import typer
@@ -31,6 +32,9 @@ from xdex.metrics import (
     read_predictions,
 )
 from xdex.metrics.evaluation import filtered, require_test
+
+if TYPE_CHECKING:
+    from xdex.inference.model import DualEncoderModel
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +74,15 @@ def evaluate(
         None, "--deciles", help="Write a plot of each label decile's share of P@k (largest --k) to this file."),
     search: str | None = typer.Option(
         None, "--search", help=SEARCH_HELP),
+    record: bool = typer.Option(
+        False, "--record", help="Also add the metrics to MODEL_DIR's model card (README.md), replacing those of an "
+        "earlier --record on the same data and search mode; the model's files are not touched."),
 ) -> None:
     """Test-split metrics of MODEL_DIR or of --pred FILE (filter pairs removed from the predictions)."""
     if (model_dir is None) == (pred is None):
         raise ValueError("give either a MODEL_DIR or --pred FILE (exactly one)")
+    if record and model_dir is None:
+        raise ValueError("--record adds the metrics to a model's card: give a MODEL_DIR, not --pred")
     ks, recall_ks = parse_ks(k, "--k"), parse_ks(recall_k, "--recall-k")
     model = None if propensity.strip().lower() == "none" else parse_propensity(propensity)
     dataset = xdex.data.load(data)
@@ -83,16 +92,21 @@ def evaluate(
         ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
     else:
         assert model_dir is not None  # exactly one of the two, checked above
-        ranking = _predict_with_model(model_dir, dataset, depth, search)
+        trained = _load_model(model_dir, dataset, search)
+        ranking = trained.predict(test.texts, depth)
+        evaluated = dataset
         dataset = _with_unused_labels(dataset, int(ranking.indices.max(initial=-1)) + 1)
     metrics = evaluate_predictions(ranking, dataset, ks, model, recall_ks)
     typer.echo(json.dumps(metrics) if as_json else format_metrics(metrics))
+    if record:
+        assert model_dir is not None  # checked above
+        _record(model_dir, trained, evaluated, metrics, search)
     if deciles is not None:
         _plot_deciles(ranking, dataset, max(ks), deciles, echo=not as_json)
 
 
-def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: str | None) -> Ranking:
-    """The model's ranking of the test split, after checking that it was trained on these labels."""
+def _load_model(model_dir: Path, dataset: Dataset, search: str | None) -> DualEncoderModel:
+    """The model in ``model_dir`` ranking with ``search``, after checking that it was trained on these labels."""
     from xdex.inference.model import DualEncoderModel
 
     trained = DualEncoderModel.load(model_dir)
@@ -103,7 +117,26 @@ def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: s
             f"{model_dir} was trained on {trained.n_trained} labels that are not the "
             f"{dataset.n_labels} labels of {dataset.name} (ids differ)"
         )
-    return trained.predict(require_test(dataset).texts, depth)
+    return trained
+
+
+def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: str | None) -> Ranking:
+    """The model's ranking of the test split, after checking that it was trained on these labels."""
+    return _load_model(model_dir, dataset, search).predict(require_test(dataset).texts, depth)
+
+
+def _record(model_dir: Path, model: DualEncoderModel, dataset: Dataset, metrics: dict[str, float],
+            search: str | None) -> None:
+    """Add ``metrics`` to the model card of ``model_dir`` (xdex.inference.card), with the command that made them;
+    ``search``: the mode asked for (None: the model's own)."""
+    from xdex.inference.card import record_evaluation
+    from xdex.methods.run import data_fingerprint
+
+    served = model.ranker.served if model.ranker is not None else None
+    path = record_evaluation(model_dir, model.meta, dataset=dataset.name, fingerprint=data_fingerprint(dataset),
+                             n_test=len(require_test(dataset)), search=search or model.search, metrics=metrics,
+                             argv=["xdex", *sys.argv[1:]], served=served)
+    logger.info("recorded the test metrics in %s", path)
 
 
 def _with_unused_labels(dataset: Dataset, n_labels: int) -> Dataset:

@@ -7,6 +7,7 @@ rank 0 alone logs, shows progress and writes the model directory (docs/distribut
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import typer
@@ -35,6 +36,7 @@ def register(app: typer.Typer) -> None:
         from xdex.data import load
         from xdex.methods.pipeline import train
         from xdex.methods.recipe import load_recipe
+        from xdex.methods.run import recorded_command
         from xdex.train import distributed
 
         cfg = load_recipe(method, config, set_)
@@ -49,7 +51,8 @@ def register(app: typer.Typer) -> None:
             logging.getLogger().setLevel(logging.WARNING)  # one rank reports
         try:
             dataset = load(data)
-            model = train(dataset, cfg, out, resume=resume)
+            with recorded_command(["xdex", *sys.argv[1:]]):  # for the model card
+                model = train(dataset, cfg, out, resume=resume)
         finally:
             distributed.shutdown()
         if model is None:  # a rank other than 0

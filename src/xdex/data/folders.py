@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from xdex.atomic import atomic_write_bytes
 from xdex.data.errors import ProblemLog
 from xdex.data.textfile import write_lines
 
@@ -14,10 +15,10 @@ def pick_file(folder: Path, names: Sequence[str], log: ProblemLog) -> Path | Non
 
     Two of them present at once is a problem: which one is meant would be a guess.
     """
-    present = [folder / name for name in names if (folder / name).is_file()]
+    present = [name for name in names if (folder / name).is_file()]
     if len(present) > 1:
-        log.add(folder, None, f"both {' and '.join(p.name for p in present)} exist; keep only one of them")
-    return present[0] if present else None
+        log.add(folder, None, f"both {' and '.join(present)} exist; keep only one of them")
+    return folder / present[0] if present else None
 
 
 def check_line_count(path: Path, count: int, expected: int, other: str, log: ProblemLog, first_line: int = 1) -> None:
@@ -28,8 +29,10 @@ def check_line_count(path: Path, count: int, expected: int, other: str, log: Pro
         log.add(path, first_line + expected, f"the file has {count} rows, but {other} has only {expected}")
 
 
-def write_files(folder: Path, files: Mapping[str, Iterable[str]], owned: Iterable[str], overwrite: bool) -> None:
-    """Write ``files`` (name -> lines) into ``folder``, each atomically.
+def write_files(
+    folder: Path, files: Mapping[str, Iterable[str] | bytes], owned: Iterable[str], overwrite: bool
+) -> None:
+    """Write ``files`` (name -> lines, or the bytes of a binary file) into ``folder``, each atomically.
 
     ``owned`` are all the file names the layout may use. Without ``overwrite`` nothing is written
     if any of them exists already; with it, those of them not in ``files`` are removed, so the
@@ -39,8 +42,11 @@ def write_files(folder: Path, files: Mapping[str, Iterable[str]], owned: Iterabl
     existing = sorted(name for name in owned if (folder / name).exists())
     if existing and not overwrite:
         raise FileExistsError(f"{folder} already holds {', '.join(existing)}; pass overwrite to replace them")
-    for name, lines in files.items():
-        write_lines(folder / name, lines)
+    for name, content in files.items():
+        if isinstance(content, bytes):
+            atomic_write_bytes(folder / name, content)
+        else:
+            write_lines(folder / name, content)
     for name in existing:
         if name not in files:
             (folder / name).unlink()

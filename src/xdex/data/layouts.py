@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 
-from xdex.data import bow, jsonl, xc_lf, xc_raw
+from xdex.data import bow, jsonl, npz, xc_lf, xc_raw
 from xdex.data.bundled import resolve_source
 from xdex.data.dataset import Dataset
 from xdex.data.errors import Problem, ProblemLog
@@ -21,12 +21,13 @@ from xdex.data.folders import write_files
 
 logger = logging.getLogger(__name__)
 
-LAYOUTS = ("jsonl", "xc-lf", "xc-raw", "bow")
-WRITABLE = ("jsonl", "xc-raw")
+LAYOUTS = ("jsonl", "xc-lf", "xc-raw", "npz", "bow")
+WRITABLE = ("jsonl", "xc-raw", "npz")
 MARKERS = {
     "jsonl": jsonl.file_names("train"),
     "xc-lf": xc_lf.file_names("trn"),
     "xc-raw": ("trn_X.txt",),
+    "npz": (npz.matrix_name("trn"),),
     "bow": ("train.txt",),
 }
 """A folder is in a layout when it holds one of the layout's marker files (its training file)."""
@@ -76,6 +77,7 @@ def _read(source: str | Path, layout: str | None, text: str, log: ProblemLog) ->
         "jsonl": jsonl.read,
         "xc-lf": partial(xc_lf.read, text=text),
         "xc-raw": xc_raw.read,
+        "npz": npz.read,
         "bow": bow.read,
     }
     dataset = readers[layout](folder, log)
@@ -88,7 +90,7 @@ def load(source: str | Path, layout: str | None = None, text: str = "title") -> 
     """Load a dataset folder (or a bundled dataset by name, e.g. "demo").
 
     ``layout`` is detected from the folder's files unless given ("jsonl", "xc-lf", "xc-raw",
-    "bow"); ``text`` ("title" or "title+content") chooses the texts of the xc-lf layout.
+    "npz", "bow"); ``text`` ("title" or "title+content") chooses the texts of the xc-lf layout.
     Raises :class:`DataFormatError` naming the problems (file:line: message) if there are any.
     """
     start = time.perf_counter()
@@ -119,7 +121,7 @@ def validate(source: str | Path, layout: str | None = None, text: str = "title")
 def save(
     dataset: Dataset, folder: str | Path, layout: str = "jsonl", overwrite: bool = False, compress: bool = False
 ) -> None:
-    """Write ``dataset`` into ``folder`` in the "jsonl" or "xc-raw" layout, each file atomically.
+    """Write ``dataset`` into ``folder`` in the "jsonl", "xc-raw" or "npz" layout, each file atomically.
 
     Existing files of the layout are replaced only with ``overwrite`` (and then those the
     dataset does not need are removed); ``compress`` gzips the jsonl files. Raises
@@ -133,12 +135,15 @@ def save(
         raise ValueError("the dataset has no labels")
     if dataset.akp_items is not None and len(dataset.akp_items) == 0:
         raise ValueError("the dataset has an empty list of auxiliary items")
+    files: Mapping[str, Iterable[str] | bytes]
     if layout == "jsonl":
         files, owned = jsonl.files(dataset, compress), jsonl.owned_files()
-    else:
-        if compress:
-            raise ValueError("the xc-raw layout is plain text; compress applies to jsonl only")
+    elif compress:
+        raise ValueError(f"compress applies to jsonl only; the {layout} layout is written uncompressed")
+    elif layout == "xc-raw":
         files, owned = xc_raw.files(dataset), xc_raw.owned_files()
+    else:
+        files, owned = npz.files(dataset), npz.owned_files()
     folder = Path(folder)
     write_files(folder, files, owned, overwrite)
     logger.info("wrote %s (%s) to %s", dataset.name, layout, folder)

@@ -40,10 +40,10 @@ def owned_files() -> list[str]:
 
 def read(folder: Path, log: ProblemLog) -> Dataset | None:
     """The dataset in ``folder``, or None after reporting its problems to ``log``."""
-    labels = _read_catalogue(folder, LABEL_TEXTS, "lbl", "label", log)
+    labels = read_catalogue(folder, LABEL_TEXTS, "lbl", "label", log)
     if labels is None:
         log.add(folder, None, "missing lbl_X.txt (or Y.txt), the label texts")
-    akp_items = _read_catalogue(folder, ("aux_X.txt",), "aux", "auxiliary item", log)
+    akp_items = read_catalogue(folder, ("aux_X.txt",), "aux", "auxiliary item", log)
     splits = {}
     for name, stem in SPLITS.items():
         if (folder / f"{stem}_X.txt").is_file():
@@ -70,7 +70,7 @@ def _read_parallel(path: Path, n: int, source: Path, log: ProblemLog) -> list[st
     return (lines + [""] * n)[:n]
 
 
-def _read_ids(path: Path, n: int, source: Path, log: ProblemLog) -> list[str]:
+def read_ids(path: Path, n: int, source: Path, log: ProblemLog) -> list[str]:
     """The ids in an optional file with one per line of ``source``; the row numbers if it is absent."""
     ids = _read_parallel(path, n, source, log)
     if ids is None:
@@ -79,7 +79,9 @@ def _read_ids(path: Path, n: int, source: Path, log: ProblemLog) -> list[str]:
     return ids
 
 
-def _read_catalogue(folder: Path, names: Sequence[str], stem: str, what: str, log: ProblemLog) -> Catalogue | None:
+def read_catalogue(folder: Path, names: Sequence[str], stem: str, what: str, log: ProblemLog) -> Catalogue | None:
+    """Items with text from the file of ``folder`` with one of ``names`` (None if there is none), their ids from
+    ``{stem}_ids.txt`` and descriptions from ``{stem}_desc.txt`` when present; ``what`` names one in messages."""
     path = pick_file(folder, names, log)
     if path is None:
         return None
@@ -87,7 +89,7 @@ def _read_catalogue(folder: Path, names: Sequence[str], stem: str, what: str, lo
     for number, text in enumerate(texts, 1):
         if not text.strip():
             log.add(path, number, f"the {what} has no text")
-    ids = _read_ids(folder / f"{stem}_ids.txt", len(texts), path, log)
+    ids = read_ids(folder / f"{stem}_ids.txt", len(texts), path, log)
     descs = _read_parallel(folder / f"{stem}_desc.txt", len(texts), path, log)
     return Catalogue(ids, texts, descs)
 
@@ -98,7 +100,7 @@ def _read_split(
     texts_path = folder / f"{stem}_X.txt"
     texts = read_lines(texts_path, log)
     n = len(texts)
-    ids = _read_ids(folder / f"{stem}_ids.txt", n, texts_path, log)
+    ids = read_ids(folder / f"{stem}_ids.txt", n, texts_path, log)
     label_path = folder / f"{stem}_X_Y.txt"
     if label_path.is_file():
         label_matrix = read_sparse(label_path, n, texts_path.name, _size(labels), log, "label")
@@ -162,19 +164,28 @@ def _item_files(
     stem: str, ids: list[str], texts: list[str], descs: list[str] | None, what: str
 ) -> dict[str, list[str]]:
     """``{stem}_X.txt`` (texts), ``{stem}_ids.txt`` (unless the ids are the row numbers), ``{stem}_desc.txt``."""
-    out = {f"{stem}_X.txt": _one_per_line(texts, ids, what, "text")}
-    if ids != default_ids(len(ids)):
-        out[f"{stem}_ids.txt"] = _one_per_line(ids, ids, what, "id")
-    if descs is not None:
-        out[f"{stem}_desc.txt"] = _one_per_line(descs, ids, what, "description")
+    out = {f"{stem}_X.txt": one_per_line(texts, ids, what, "text")}
+    out |= extension_files(stem, ids, descs, what)
     return out
 
 
-def _one_per_line(values: list[str], ids: list[str], what: str, field: str) -> list[str]:
+def extension_files(stem: str, ids: list[str], descs: list[str] | None, what: str, layout: str = "xc-raw"
+                    ) -> dict[str, list[str]]:
+    """``{stem}_ids.txt`` (unless the ids are the row numbers) and ``{stem}_desc.txt`` (when there are descriptions)."""
+    out = {}
+    if ids != default_ids(len(ids)):
+        out[f"{stem}_ids.txt"] = one_per_line(ids, ids, what, "id", layout)
+    if descs is not None:
+        out[f"{stem}_desc.txt"] = one_per_line(descs, ids, what, "description", layout)
+    return out
+
+
+def one_per_line(values: list[str], ids: list[str], what: str, field: str, layout: str = "xc-raw") -> list[str]:
+    """``values`` as the lines of a file, refused (``ValueError``) if one has a line break."""
     for value, key in zip(values, ids, strict=True):
         if "\n" in value or "\r" in value:
             raise ValueError(
-                f"the {field} of {what} '{key}' has a line break, which the xc-raw layout (one per line) "
+                f"the {field} of {what} '{key}' has a line break, which the {layout} layout (one per line) "
                 "cannot hold; use the jsonl layout"
             )
     return values

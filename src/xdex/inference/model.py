@@ -19,6 +19,8 @@ Layout::
                              see xdex.ranking.ranker)
       added_labels.npz       labels added after training, by their texts (absent when none; see
                              xdex.inference.added_labels)
+      README.md              the model card, for people (written by training, not listed in meta.json: see
+                             xdex.inference.card)
 """
 
 from __future__ import annotations

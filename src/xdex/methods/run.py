@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 import platform
 import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,7 @@ from xdex.config import to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.index import build_index
 from xdex.index.retrieval import retrieve
+from xdex.inference.card import write_card
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.schema import upgrade_names
 from xdex.metrics.measures import compute_metrics
@@ -137,13 +141,28 @@ def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
+_COMMAND: ContextVar[list[str] | None] = ContextVar("xdex_command", default=None)
+
+
+@contextmanager
+def recorded_command(argv: Sequence[str]) -> Iterator[None]:
+    """Within the block, the models written record ``argv`` (e.g. ``["xdex", "train", ...]``) as the command that
+    made them (``meta.json``'s "command", shown in the model card); elsewhere they record none."""
+    token = _COMMAND.set(list(argv))
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
 def write_model(
     out: Path, net, label_vectors: np.ndarray, lab_texts: list[str], dataset: Dataset, config: RecipeConfig,
     trainer: Trainer, n_train: int, n_valid: int, train_seconds: float, checkpoints: list[Path],
     extra_meta: dict | None = None, ranker: Ranker | None = None,
 ) -> DualEncoderModel:
-    """Index the trained label vectors, record the training metadata and write the model directory ``out``;
-    the finished run's ``checkpoints`` are removed (only an unfinished run needs them; the metrics logs stay)."""
+    """Index the trained label vectors, record the training metadata and write the model directory ``out`` with its
+    card (``README.md``, :mod:`xdex.inference.card`); the finished run's ``checkpoints`` are removed (only an
+    unfinished run needs them; the metrics logs stay)."""
     index_params = dict(config.index)
     index = build_index(index_params.pop("kind", "exact"), label_vectors.shape[1], "ip", **index_params)
     index.add(label_vectors)
@@ -161,12 +180,14 @@ def write_model(
         "train_seconds": round(train_seconds, 1),
         "best_epoch": trainer.best_epoch + 1 if selected else len(trainer.history),
         "validation": trainer.history[trainer.best_epoch]["valid"] if selected else None,
+        "command": _COMMAND.get(),  # None: trained from Python
         **(extra_meta or {}),
     }
     net.to("cpu")  # a model directory loads on the CPU; predictors move it where they run
     model = DualEncoderModel(net, list(dataset.labels.ids), lab_texts, label_vectors, index, to_dict(config), meta,
                              ranker=ranker)
     model.save(out, owned=True)  # train/run_folder.py checked that out is this run's
+    write_card(out, meta, ranker.served if ranker is not None else None)  # outside meta.json's file list
     for done in checkpoints:
         if done.is_dir():
             shutil.rmtree(done)
