@@ -18,11 +18,14 @@ CHUNK_QUERIES = 1024
 CHUNK_ITEMS = 8192
 
 
-def top_k(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` largest scores of each row and their columns, best first, ties to the lower column.
+def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest scores of each row of a CPU tensor and their columns, best first, ties to the lower
+    column (numpy arrays).
 
-    ``torch.topk`` may cut anywhere among scores equal to the k-th largest; it is asked for
-    ``k + 1`` items to spot such rows, whose cut is then redone in column order.
+    ``torch.topk`` may cut anywhere among scores equal to the k-th largest; it is asked for ``k + 1`` items to
+    spot such rows, whose cut is then redone in column order. The order within the k is set by numpy: torch's
+    parallel sorts of many short rows cost more than the search itself on a busy 2-core machine
+    (docs/benchmarks.md, "Refresh cost").
     """
     values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
     if values.shape[1] > k:
@@ -30,10 +33,15 @@ def top_k(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         columns = columns[:, :k]
         if len(rows):
             columns[rows] = _first_columns(scores[rows], values[rows, k - 1 : k], k)
-    columns = columns.sort(dim=1).values
-    values = scores.gather(1, columns)
-    order = torch.sort(values, dim=1, descending=True, stable=True).indices
-    return values.gather(1, order), columns.gather(1, order)
+    ascending = np.sort(columns.numpy(), axis=1)
+    return best_first(np.take_along_axis(scores.numpy(), ascending, axis=1), ascending)
+
+
+def best_first(scores: np.ndarray, rows: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's entries by score, best first, keeping the first ``k`` (all by default); equal scores keep
+    their order, so entries given in ascending ``rows`` order break ties by the lower row."""
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
 def _first_columns(scores: torch.Tensor, kth: torch.Tensor, k: int) -> torch.Tensor:
@@ -61,17 +69,17 @@ def exact_search(
     with torch.inference_mode():
         for q0 in range(0, len(queries), chunk_queries):
             q = torch.from_numpy(queries[q0 : q0 + chunk_queries])
-            best_scores = torch.empty(len(q), 0)
-            best_rows = torch.empty(len(q), 0, dtype=torch.int64)
+            best_scores, best_rows = np.empty((len(q), 0), dtype=np.float32), np.empty((len(q), 0), dtype=np.int64)
             for i0 in range(0, len(items), chunk_items):
                 block = torch.from_numpy(np.require(items[i0 : i0 + chunk_items], requirements=["C", "W"]))
                 block_scores, block_rows = top_k(q @ block.T, min(k, len(items) - i0))
-                merged_scores = torch.cat([best_scores, block_scores], dim=1)
-                merged_rows = torch.cat([best_rows, block_rows + i0], dim=1)
-                best_scores, pick = top_k(merged_scores, min(k, merged_scores.shape[1]))
-                best_rows = merged_rows.gather(1, pick)
-            scores[q0 : q0 + len(q)] = best_scores.numpy()
-            rows[q0 : q0 + len(q)] = best_rows.numpy()
+                if i0 == 0:
+                    best_scores, best_rows = block_scores, block_rows
+                else:  # the best so far hold lower rows than this block: first among equal scores
+                    best_scores, best_rows = best_first(np.concatenate([best_scores, block_scores], axis=1),
+                                                        np.concatenate([best_rows, block_rows + i0], axis=1), k)
+            scores[q0 : q0 + len(q)] = best_scores
+            rows[q0 : q0 + len(q)] = best_rows
     return scores, rows
 
 

@@ -1,0 +1,76 @@
+"""Exact search at hard-negative-mining sizes: seconds per search against the matrix products alone.
+
+    python -m benchmarks.bench_exact_search --items 100000 --queries 8192 --k 40 --runs 5 [--update-docs]
+
+A refresh mines every training text's hard negatives by an exact search over every label vector
+(``xdex.sampling.HardNegatives.mine``): ``queries x items`` inner products in blocks, each block's top-k kept
+and merged with the best so far. The reference, measured in the same run on the same blocks, is the matrix
+products alone: what no exact search can avoid. Random unit vectors; the search's cost does not depend on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import numpy as np
+import torch
+
+from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat
+from xdex.index.exact import CHUNK_ITEMS, CHUNK_QUERIES, exact_search
+
+MODULE = "benchmarks.bench_exact_search"
+SECTION = "## Exact search at mining sizes"
+log = logging.getLogger("bench_exact_search")
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def products_only(items: np.ndarray, queries: np.ndarray) -> None:
+    """The matrix products of :func:`exact_search`'s blocks, nothing kept."""
+    with torch.inference_mode():
+        for q0 in range(0, len(queries), CHUNK_QUERIES):
+            q = torch.from_numpy(queries[q0 : q0 + CHUNK_QUERIES])
+            for i0 in range(0, len(items), CHUNK_ITEMS):
+                q @ torch.from_numpy(items[i0 : i0 + CHUNK_ITEMS]).T
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=8192)
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--k", type=int, default=40, help="shortlist size plus positives skipped, as a refresh asks")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    rng = np.random.default_rng(0)
+    items, queries = unit_vectors(rng, args.items, args.dim), unit_vectors(rng, args.queries, args.dim)
+    load = [load_average()]
+    search, floor = [], []
+    for _ in range(args.runs):  # interleaved, so that both see the same machine
+        search += repeat(lambda: exact_search(items, queries, args.k), 1)
+        floor += repeat(lambda: products_only(items, queries), 1)
+        log.info("search %.2f s, products %.2f s", search[-1], floor[-1])
+    load.append(load_average())
+    lines = [
+        SECTION, "", f"`{command_line(MODULE, sys.argv[1:] if argv is None else argv)}`", "",
+        machine_line(load) + ".",
+        f"{args.queries:,} queries x {args.items:,} items of {args.dim} dimensions, k = {args.k}, "
+        f"blocks of {CHUNK_QUERIES:,} x {CHUNK_ITEMS:,}; {args.runs} runs of each, interleaved.", "",
+        "| | median s | min s | max s |", "|---|---:|---:|---:|",
+        f"| exact search | {median(search):.2f} | {min(search):.2f} | {max(search):.2f} |",
+        f"| matrix products alone | {median(floor):.2f} | {min(floor):.2f} | {max(floor):.2f} |", "",
+        f"The search costs {median(search) / median(floor):.2f} times its matrix products (median over median).", "",
+    ]
+    publish("\n".join(lines), args.update_docs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
