@@ -322,12 +322,17 @@ class Guard:
         body = _Body(receive, send, self.limits.max_body_bytes, self.limits.timeout_read)
         try:
             await self.app(scope, body.receive, body.send)
-        finally:  # an error that escapes the app is answered 500 by the server
-            if body.refused is not None:
-                self.stats.refuse(body.refused)
-            else:
-                route = scope.get("route")  # e.g. "/labels/{label_id}"; "unknown" for a path no route takes
-                self.stats.record(getattr(route, "path_format", "unknown"), body.status, time.perf_counter() - start)
+        except Exception:  # answered 500 by the server (body.status stays 500 unless an answer had started)
+            self._count(scope, body, start)
+            raise
+        self._count(scope, body, start)
+
+    def _count(self, scope: Scope, body: _Body, start: float) -> None:
+        if body.refused is not None:
+            self.stats.refuse(body.refused)
+        else:
+            route = scope.get("route")  # e.g. "/labels/{label_id}"; "unknown" for a path no route takes
+            self.stats.record(getattr(route, "path_format", "unknown"), body.status, time.perf_counter() - start)
 
     def _refusal(self, scope: Scope) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]] | None:
         """The answer to a request that is refused on its head alone, if it is."""
@@ -428,7 +433,8 @@ def create_app(
     @app.get("/health")
     def health() -> dict:
         model = predictor.model
-        return {"status": "ok", "labels": len(model.label_ids), "added_labels": _added_labels(predictor)(),
+        added = len(model.label_ids) - model.n_trained
+        return {"status": "ok", "labels": len(model.label_ids), "added_labels": added,
                 "read_only": read_only or not predictor.is_writer,
                 "limits": {"max_texts": limits.max_texts, "max_k": MAX_K, "max_text_chars": limits.max_text_chars,
                            "max_body_bytes": limits.max_body_bytes},

@@ -98,3 +98,15 @@ def test_each_app_has_its_own_registry(predictor):
     stats = first.get("/stats").json()
     assert set(stats) == {"requests", "refused", "predict_latency_ms", "latency_window"}
     assert stats["requests"]["/predict"] == 1
+
+
+def test_an_error_in_an_endpoint_is_counted_as_500(predictor, monkeypatch):
+    def broken(texts, k):
+        raise RuntimeError("the model failed")
+
+    monkeypatch.setattr(predictor, "predict", broken)  # before the app binds it
+    client = TestClient(create_app(predictor, read_only=True), raise_server_exceptions=False)
+    assert client.post("/predict", json={"texts": ["parser"], "k": 2}).status_code == 500
+    samples = scrape(client)
+    assert samples["xdex_requests_total", (("endpoint", "/predict"), ("status", "500"))] == 1
+    assert samples["xdex_request_duration_seconds_count", (("endpoint", "/predict"),)] == 1
