@@ -180,11 +180,13 @@ class RequestStats:
         self._latencies: deque[float] = deque(maxlen=window)
         self.registry = prom.CollectorRegistry()
         self._requests = prom.Counter("xdex_requests", "Requests answered, by endpoint and status",
-                                     ("endpoint", "status"), registry=self.registry)
-        self._duration = prom.Histogram("xdex_request_duration_seconds", "Time from a request's arrival to its answer, "
-                                   "by endpoint", ("endpoint",), buckets=LATENCY_BUCKETS, registry=self.registry)
-        self._refusals = prom.Counter("xdex_requests_refused", "Requests refused before they reached an endpoint, "
-                                     "by status", ("status",), registry=self.registry)
+                                      ("endpoint", "status"), registry=self.registry)
+        self._duration = prom.Histogram("xdex_request_duration_seconds",
+                                        "Time from a request's arrival to its answer, by endpoint", ("endpoint",),
+                                        buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._refusals = prom.Counter("xdex_requests_refused",
+                                      "Requests refused before they reached an endpoint, by status", ("status",),
+                                      registry=self.registry)
         self.texts = prom.Counter("xdex_predict_texts", "Texts ranked by POST /predict", registry=self.registry)
         prom.ProcessCollector(registry=self.registry)
         # the labelled children, looked up once: a request then costs two dictionary look-ups and two updates
