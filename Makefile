@@ -2,13 +2,14 @@
 #   make demo   creates .venv, installs xdex, runs the demo on the bundled dataset
 #   make test   creates .venv with the test extras, lints and type-checks src/ (ruff, mypy), runs the test suite
 #   make lint   only the lint (src, tests) and type checks (configured in pyproject.toml)
+#   make wheel  builds dist/xdex-*.whl (recipes and the bundled dataset inside); `pip install` it anywhere
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # A local wheel folder (if the machine has one) lets pip find the CPU build of torch offline.
 PIP_FLAGS ?= $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +31,8 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest -q
 
+wheel: install
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build dist src/*.egg-info

@@ -15,8 +15,14 @@ best first; ``id`` is the label's key):
 * ``GET /labels/{id}``: a label's text;
 * ``GET /health``: liveness, the number of labels and how many of them were added after training, whether the
   server adds labels, and its limits;
-* ``GET /metrics``: request counts per endpoint, requests refused before they reached one (by status), and
-  ``/predict`` latency percentiles (ms) over the last ``LATENCY_WINDOW`` requests.
+* ``GET /metrics``: the server's metrics in the Prometheus text format (``prometheus_client``, one registry per
+  app): requests by endpoint and status (``xdex_requests_total``), their latency by endpoint
+  (``xdex_request_duration_seconds``, a histogram with ``LATENCY_BUCKETS``), requests refused before they reached
+  an endpoint by status (``xdex_requests_refused_total``), texts ranked (``xdex_predict_texts_total``), the labels
+  served (``xdex_labels``) and how many of them were added after training (``xdex_labels_added``), and the
+  process's CPU time and memory (``process_*``);
+* ``GET /stats``: the same counts in JSON: requests per endpoint, requests refused before they reached one (by
+  status), and ``/predict`` latency percentiles (ms) over the last ``LATENCY_WINDOW`` requests.
 
 Requests are validated by their schema, with strict types (``"k": "5"``, ``"k": true`` or ``"k": 1e400`` are not
 numbers): an empty or blank text, a text over ``Limits.max_text_chars`` characters or with a lone surrogate,
@@ -37,15 +43,16 @@ import stat
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
 
 import numpy as np
+import prometheus_client as prom
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -68,6 +75,9 @@ TIMEOUT_READ = 20.0  # seconds to send a request's head, then its body
 TIMEOUT_KEEP_ALIVE = 5.0  # seconds an idle connection is kept open
 LIMIT_CONCURRENCY = 128  # connections and requests at once
 LATENCY_WINDOW = 10_000  # /predict latencies kept for the percentiles
+# upper bounds (s) of the latency histogram: fine steps over the 1-50 ms an answer takes, coarse ones beyond
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5,
+                   1.0, 2.5, 10.0)
 MAX_ERRORS = 20  # validation errors listed in a 422 answer
 MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
 TOKEN_ENV = "XDEX_SERVE_TOKEN"
@@ -159,23 +169,50 @@ class AddLabelsResponse(BaseModel):
 
 
 class RequestStats:
-    """Request counts per endpoint, refusals by status and a bounded window of ``/predict`` latencies; safe
-    across threads."""
+    """Request counts per endpoint, refusals by status and a bounded window of ``/predict`` latencies (for
+    ``GET /stats``), and the same events as Prometheus metrics in ``registry`` (for ``GET /metrics``); safe across
+    threads. Each app has its own registry, so that several apps live in one process."""
 
     def __init__(self, window: int = LATENCY_WINDOW):
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
         self._latencies: deque[float] = deque(maxlen=window)
+        self.registry = prom.CollectorRegistry()
+        self._requests = prom.Counter("xdex_requests", "Requests answered, by endpoint and status",
+                                      ("endpoint", "status"), registry=self.registry)
+        self._duration = prom.Histogram("xdex_request_duration_seconds",
+                                        "Time from a request's arrival to its answer, by endpoint", ("endpoint",),
+                                        buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._refusals = prom.Counter("xdex_requests_refused",
+                                      "Requests refused before they reached an endpoint, by status", ("status",),
+                                      registry=self.registry)
+        self.texts = prom.Counter("xdex_predict_texts", "Texts ranked by POST /predict", registry=self.registry)
+        prom.ProcessCollector(registry=self.registry)
+        # the labelled children, looked up once: a request then costs two dictionary look-ups and two updates
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
-    def record(self, endpoint: str) -> None:
+    def record(self, endpoint: str, status: int = 200, seconds: float = 0.0) -> None:
+        """A request that reached ``endpoint`` (a route's path, e.g. ``/labels/{label_id}``) and was answered
+        ``status`` after ``seconds``."""
         with self._lock:
             self._counts[endpoint] += 1
+        children = self._children.get((endpoint, status))
+        if children is None:  # routes and statuses are few: this dictionary stays small
+            children = self._children[endpoint, status] = (self._requests.labels(endpoint, str(status)),
+                                                           self._duration.labels(endpoint))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def refuse(self, status: int) -> None:
         """A request answered ``status`` before it reached an endpoint (body too large, too slow, no token)."""
         with self._lock:
             self._refused[str(status)] += 1
+        self._refusals.labels(str(status)).inc()
+
+    def exposition(self) -> bytes:
+        """The metrics in the Prometheus text format."""
+        return prom.generate_latest(self.registry)
 
     def observe(self, seconds: float) -> None:
         """One ``/predict`` latency."""
@@ -228,6 +265,7 @@ class _Body:
         self.size = 0
         self.complete = False
         self.started = False
+        self.status = 500  # the app's answer, once it starts one
         self.refused: int | None = None  # the status this wrapper answered with
 
     async def receive(self) -> Message:
@@ -254,6 +292,7 @@ class _Body:
             return  # the client has its answer
         if message["type"] == "http.response.start":
             self.started = True
+            self.status = message["status"]
         await self._send(message)
 
     async def _refuse(self, status: int, detail: str) -> None:
@@ -281,13 +320,21 @@ class Guard:
             self.stats.refuse(status)
             await _answer(send, status, detail, headers)
             return
+        start = time.perf_counter()
         body = _Body(receive, send, self.limits.max_body_bytes, self.limits.timeout_read)
-        await self.app(scope, body.receive, body.send)
+        try:
+            await self.app(scope, body.receive, body.send)
+        except Exception:  # answered 500 by the server (body.status stays 500 unless an answer had started)
+            self._count(scope, body, start)
+            raise
+        self._count(scope, body, start)
+
+    def _count(self, scope: Scope, body: _Body, start: float) -> None:
         if body.refused is not None:
             self.stats.refuse(body.refused)
         else:
-            route = scope.get("route")
-            self.stats.record(getattr(route, "path_format", "unknown"))  # e.g. "/labels/{label_id}"
+            route = scope.get("route")  # e.g. "/labels/{label_id}"; "unknown" for a path no route takes
+            self.stats.record(getattr(route, "path_format", "unknown"), body.status, time.perf_counter() - start)
 
     def _refusal(self, scope: Scope) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]] | None:
         """The answer to a request that is refused on its head alone, if it is."""
@@ -337,6 +384,10 @@ def create_app(
                   lifespan=lifespan)
     stats = RequestStats()
     app.add_middleware(Guard, limits=limits, token=token, stats=stats)
+    prom.Gauge("xdex_labels", "Labels the server ranks, trained and added", registry=stats.registry) \
+        .set_function(lambda: predictor.n_labels)
+    prom.Gauge("xdex_labels_added", "Labels added after training (POST /labels, or by another writer of the model "
+          "directory)", registry=stats.registry).set_function(_added_labels(predictor))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -347,6 +398,7 @@ def create_app(
         start = time.perf_counter()
         body = cast(_PredictBody, request)
         ranked = batcher(body.texts, body.k)
+        stats.texts.inc(len(body.texts))
         out = [[ScoredLabelOut(id=label.key, text=label.text, score=label.score) for label in labels]
                for labels in ranked]
         stats.observe(time.perf_counter() - start)
@@ -390,11 +442,26 @@ def create_app(
                            "max_body_bytes": limits.max_body_bytes},
                 "version": __version__}
 
-    @app.get("/metrics")
-    def metrics() -> dict:
+    @app.get("/metrics", response_class=Response,
+             responses={200: {"content": {prom.CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
+    def metrics() -> Response:
+        return Response(stats.exposition(), media_type=prom.CONTENT_TYPE_LATEST)
+
+    @app.get("/stats")
+    def request_stats() -> dict:
         return stats.snapshot()
 
     return app
+
+
+def _added_labels(predictor: Predictor) -> Callable[[], int]:
+    """How many of the labels that ``predictor`` serves were added after training."""
+
+    def count() -> int:
+        model = predictor.model
+        return len(model.label_ids) - model.n_trained
+
+    return count
 
 
 def check_token(token: str, source: str) -> None:

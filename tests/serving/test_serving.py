@@ -61,16 +61,16 @@ def test_labels_by_id(client, predictor):
 def test_health_metrics_and_openapi(client, predictor):
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["labels"] == predictor.n_labels and health["added_labels"] == 0
-    before = client.get("/metrics").json()["requests"].get("/predict", 0)
+    before = client.get("/stats").json()["requests"].get("/predict", 0)
     for _ in range(3):
         client.post("/predict", json={"texts": ["parser"], "k": 2})
     client.get("/labels/l3")
-    metrics = client.get("/metrics").json()
+    metrics = client.get("/stats").json()
     assert metrics["requests"]["/predict"] == before + 3 and metrics["requests"]["/labels/{label_id}"] >= 1
     latency = metrics["predict_latency_ms"]
     assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"]
     schema = client.get("/openapi.json").json()
-    assert {"/predict", "/labels", "/labels/{label_id}", "/health", "/metrics"} <= set(schema["paths"])
+    assert {"/predict", "/labels", "/labels/{label_id}", "/health", "/metrics", "/stats"} <= set(schema["paths"])
 
 
 def test_a_read_only_server_adds_no_label(client, predictor):

@@ -74,7 +74,7 @@ def test_a_body_over_the_limit_gets_413_before_the_app(predictor):
     assert response.status_code == 413 and response.json() == {"detail": "the request body is larger than 1000 bytes"}
     assert response.headers["connection"] == "close"
     assert post(client, "/predict", json.dumps({"texts": ["x " * 400]})).status_code == 200
-    metrics = client.get("/metrics").json()
+    metrics = client.get("/stats").json()
     assert metrics["refused"] == {"413": 1} and metrics["requests"]["/predict"] == 1
 
 
@@ -158,7 +158,7 @@ def test_the_write_endpoint_needs_the_token(model_dir):
     assert client.post("/predict", json={"texts": ["a new label"], "k": 1}).json()["predictions"][0][0]["id"] == \
         "added-64"
     assert client.get("/labels/added-64").status_code == 200
-    assert client.get("/metrics").json()["refused"] == {"401": 7}
+    assert client.get("/stats").json()["refused"] == {"401": 7}
 
 
 def write_token(path, text: str, mode: int = 0o600):

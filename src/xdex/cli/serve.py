@@ -47,10 +47,11 @@ def register(app: typer.Typer) -> None:
             LIMIT_CONCURRENCY, "--limit-concurrency", min=1,
             help="Most connections and requests at once (503 beyond)."),
     ) -> None:
-        """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health and GET /metrics (OpenAPI schema at
-        /docs). Labels added with POST /labels are saved in MODEL_DIR (added_labels.npz) and kept on restart.
-        One server at a time adds labels to a model directory: a second one serves read-only, with a warning.
-        See docs/serving.md, "Security", for what is exposed and how to put the server behind a proxy."""
+        """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health, GET /metrics (Prometheus) and GET
+        /stats (JSON) (OpenAPI schema at /docs). Labels added with POST /labels are saved in MODEL_DIR
+        (added_labels.npz) and kept on restart. One server at a time adds labels to a model directory: a second
+        one serves read-only, with a warning. See docs/serving.md, "Security", for what is exposed and how to put
+        the server behind a proxy."""
         try:
             from xdex.serving import TOKEN_ENV, Limits, check_token, create_app, make_server, read_token
         except ImportError as e:
