@@ -25,7 +25,7 @@ def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
     ``torch.topk`` may cut anywhere among scores equal to the k-th largest; it is asked for ``k + 1`` items to
     spot such rows, whose cut is then redone in column order. The order within the k is set by numpy: torch's
     parallel sorts of many short rows cost more than the search itself on a busy 2-core machine
-    (docs/benchmarks.md, "Refresh cost").
+    (docs/benchmarks.md, "Exact search at mining sizes").
     """
     values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
     if values.shape[1] > k:
