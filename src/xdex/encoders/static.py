@@ -14,7 +14,7 @@ batches under bf16 autocast: 30,522 tokens of all-MiniLM-L6-v2 take about a minu
 
 xdex computes this itself rather than calling ``model2vec.distill``: that needs the ``model2vec[distill]``
 extra, which pins ``transformers<5.4`` and ``skeletoken``, in conflict with the transformers xdex uses; the
-method is a few array operations over a forward pass (see docs/encoders.md).
+method is a few array operations over a forward pass (docs/encoders.md).
 
 The result is cached as one safetensors file (:func:`cached_static_vectors`) whose metadata names the source
 model, the settings and a SHA-256 of the matrix; a file that does not match is logged and distilled again.
