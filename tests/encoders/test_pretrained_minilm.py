@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xdex.encoders import BagOfEmbeddings, Transformer, build_encoder, factory, load_encoder, packaged
+from xdex.encoders import BagOfEmbeddings, Transformer, build_encoder, factory, load_encoder, packaged, static
 from xdex.encoders.packaged import MissingExtraError
 from xdex.methods.recipe import load_recipe
 
@@ -49,7 +49,7 @@ def test_minilm_embeds_like_sentence_transformers(minilm, minilm_dir):
     assert F.cosine_similarity(ours[:1], expected[1:], dim=1).max().item() < 0.9  # the texts do differ
 
 
-def test_minilm_static_builds_a_bag_from_cached_distilled_vectors(minilm_dir, small_static):
+def test_minilm_static_builds_a_bag_from_cached_distilled_vectors(minilm_dir, small_static, monkeypatch):
     encoder = build_encoder({"pretrained": "minilm-static", "weighting": "learned", "max_length": 16}, TEXTS)
     assert isinstance(encoder, BagOfEmbeddings)
     assert (encoder.dim, encoder.weighting, encoder.max_length, encoder.sparse) == (256, "learned", 16, True)
@@ -59,7 +59,16 @@ def test_minilm_static_builds_a_bag_from_cached_distilled_vectors(minilm_dir, sm
     from safetensors.torch import load_file
 
     assert torch.equal(encoder.embedding.weight.detach(), load_file(str(cached))["embeddings"])
-    assert build_encoder({"pretrained": "minilm-static", "dim": 64}, TEXTS).projection is not None  # 256 -> 64
+    mtime = cached.stat().st_mtime_ns
+
+    def no_distillation(*args, **kwargs):
+        raise AssertionError("the cached vectors should have been read back")
+
+    monkeypatch.setattr(static, "distill_static_vectors", no_distillation)
+    again = build_encoder({"pretrained": "minilm-static", "dim": 64}, TEXTS)
+    assert again.projection is not None and again.dim == 64  # 256 -> 64
+    assert torch.equal(again.embedding.weight.detach(), encoder.embedding.weight.detach())
+    assert list(small_static.iterdir()) == [cached] and cached.stat().st_mtime_ns == mtime
 
 
 def test_a_saved_minilm_static_encoder_loads_without_the_package(minilm_dir, small_static, tmp_path, monkeypatch):
