@@ -17,7 +17,16 @@ LIMIT = 400  # minilm-static here distils the first 400 tokens only (all 30,522 
 
 @pytest.fixture(scope="module")
 def minilm(minilm_dir):
-    return build_encoder({"pretrained": "minilm", "max_length": 64})
+    return build_encoder({"pretrained": "minilm", "max_length": 64, "bf16": False})  # float32 on every CPU
+
+
+def test_minilm_takes_bf16_where_the_cpu_has_bf16_instructions_unless_the_config_says(minilm_dir, monkeypatch):
+    monkeypatch.setattr(factory, "cpu_has_bf16", lambda: True)
+    assert build_encoder({"pretrained": "minilm"}).bf16 is True
+    assert build_encoder({"pretrained": "minilm", "bf16": False}).bf16 is False
+    assert build_encoder({"type": "transformer", "model_dir": minilm_dir}).bf16 is False  # a model folder: as given
+    monkeypatch.setattr(factory, "cpu_has_bf16", lambda: False)
+    assert build_encoder({"pretrained": "minilm"}).bf16 is False
 
 
 @pytest.fixture

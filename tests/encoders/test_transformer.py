@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from xdex.encoders import Transformer, load_encoder
+from xdex.encoders.transformer import cpu_has_bf16
 from xdex.text import Tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -93,3 +94,45 @@ def test_bad_settings(model_dir, tmp_path):
     Tokenizer.load(model_dir).save(tmp_path / "tokenizer-only")
     with pytest.raises(FileNotFoundError, match="no config.json"):
         Transformer(tmp_path / "tokenizer-only")
+
+
+def _input_widths(encoder):
+    """Record the width (tokens per row) of every ``input_ids`` the model is given."""
+    widths: list[int] = []
+    encoder.model.register_forward_pre_hook(
+        lambda _module, _args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    return widths
+
+
+def test_a_training_batch_is_padded_to_its_longest_text_not_to_max_length(model_dir):
+    encoder = Transformer(model_dir, max_length=48).train()
+    widths = _input_widths(encoder)
+    tokens = encoder.tokenize(["the cat", "a dog ate the hat", "hats"])
+    assert tokens.lengths.tolist() == [4, 7, 3]
+    encoder(tokens).sum().backward()
+    assert widths == [7]
+
+
+def test_embedding_passes_pad_each_length_sorted_batch_to_its_longest_text(model_dir):
+    encoder = Transformer(model_dir, max_length=48)
+    widths = _input_widths(encoder)
+    texts = ["a dog ate the hat on the mat", "cats", "the cat sat", "dogs sit", "hats mats bats rats", "the hat"]
+    tokens = encoder.tokenize(texts)
+    assert tokens.lengths.tolist() == [10, 3, 5, 4, 6, 4]
+    out = encoder.embed(tokens, batch_size=2)
+    assert widths == [4, 5, 10]  # lengths sorted: 3 4 | 4 5 | 6 10, not 48
+    one_by_one = torch.cat([encoder.embed(tokens[[i]]) for i in range(len(texts))])
+    assert torch.allclose(out, one_by_one, atol=1e-5)  # rows come back in the input order, padding ignored
+
+
+def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert cpu_has_bf16() is True
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert cpu_has_bf16() is False
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert cpu_has_bf16() is True
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    assert cpu_has_bf16() is False

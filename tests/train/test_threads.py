@@ -1,12 +1,15 @@
 """Thread counts chosen per kind of work: one intra-op thread for a bag encoder's training steps on the CPU,
-torch's own setting elsewhere and whenever the user set OMP_NUM_THREADS."""
+torch's own setting elsewhere (a transformer's steps included) and whenever the user set OMP_NUM_THREADS."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from test_trainer import ToyObjective, _cfg
 
+from xdex.encoders import Transformer
 from xdex.encoders.factory import build_encoder
+from xdex.text import Tokenizer
 from xdex.train import Trainer
 from xdex.train.threads import intra_op_threads, step_threads
 
@@ -20,6 +23,18 @@ def test_a_bag_encoder_steps_with_one_thread_unless_the_user_chose(monkeypatch):
     assert step_threads(bag, torch.device("cuda")) is None  # a GPU step: the CPU threads do not matter
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert step_threads(bag, CPU) is None
+
+
+def test_a_transformer_steps_with_torchs_threads(tmp_path, monkeypatch):
+    """Its large matrix products gain from every free core (docs/benchmarks.md, transformer training step)."""
+    transformers = pytest.importorskip("transformers")
+    tokenizer = Tokenizer.train_wordpiece(["alpha beta", "gamma delta"], 40)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=8, num_hidden_layers=1,
+                                     num_attention_heads=1, intermediate_size=16, max_position_embeddings=16)
+    transformers.BertModel(config).save_pretrained(str(tmp_path))
+    tokenizer.save(tmp_path)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert step_threads(Transformer(tmp_path, max_length=8), CPU) is None
 
 
 def test_intra_op_threads_are_restored_after_the_block():

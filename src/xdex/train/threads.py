@@ -5,6 +5,12 @@ thread runs it as fast as two when the machine is idle, and many times faster wh
 threads that wait for a busy core cost more than the work they share (docs/benchmarks.md, "Encoders": 2.6-13 s
 against 4.4-144 s an epoch). Embedding passes (refreshes, validation, label vectors) multiply large matrices and
 keep torch's default, every core. Where the user chose (``OMP_NUM_THREADS`` set), their choice stands.
+
+A transformer's training step keeps torch's default too: it multiplies matrices of thousands of rows, and on 2
+cores two threads ran all-MiniLM-L6-v2's step 1.7x faster than one on a quieter machine (docs/benchmarks.md,
+"Transformer training step on the CPU"), and a larger machine has more cores to share them. Only where other
+jobs keep the cores busy is one thread faster (there, two threads were 1.4-3x slower); such users set
+``OMP_NUM_THREADS=1``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from xdex.encoders.base import Encoder
 
 def step_threads(encoder: Encoder, device: torch.device) -> int | None:
     """Intra-op threads for the training steps of a network on ``encoder``: one for a bag encoder on the CPU,
-    None (torch's setting) otherwise or when ``OMP_NUM_THREADS`` is set."""
+    None (torch's setting) otherwise, a transformer included, or when ``OMP_NUM_THREADS`` is set."""
     if "OMP_NUM_THREADS" in os.environ or device.type != "cpu" or not isinstance(encoder, BagOfEmbeddings):
         return None
     return 1
