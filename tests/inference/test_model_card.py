@@ -28,7 +28,8 @@ def cli_model(toy, tmp_path_factory):
     Each document holds its label's text, so that the ranking stage's lexical channel finds it and its fusion
     can be fitted."""
     root = tmp_path_factory.mktemp("card")
-    texts = [f"{toy.labels.texts[i]} {t}" for i, t in enumerate(toy.train.texts)]
+    labels = toy.train.labels.tocsr()
+    texts = [f"{' '.join(toy.labels.texts[j] for j in labels[i].indices)} {t}" for i, t in enumerate(toy.train.texts)]
     data = dataclasses.replace(toy, train=dataclasses.replace(toy.train, texts=texts),
                                test=dataclasses.replace(toy.test, texts=list(texts)))
     xdex.data.save(data, root / "data", layout="jsonl")
