@@ -10,7 +10,7 @@ import pytest
 from cli_runner import xdex_cli
 
 import xdex.data
-from xdex.cli.evaluate import _predict_with_model
+from xdex.cli.evaluate import _load_model
 from xdex.cli.predict import LISTED, count_lines
 from xdex.inference import DualEncoderModel, Predictor
 
@@ -150,14 +150,14 @@ def test_count_lines(tmp_path):
 
 
 def test_the_predictor_ranks_as_evaluate_does(trained, toy, tmp_path, monkeypatch, capsys):
-    """`xdex evaluate MODEL_DIR` scores the ranking of `_predict_with_model`; the Predictor and `xdex predict`
+    """`xdex evaluate MODEL_DIR` scores the ranking of the model `_load_model` reads; the Predictor and `xdex predict`
     give the same ranking, so `xdex evaluate --pred` of their output gives the same metrics."""
     data = tmp_path / "toy"
     xdex.data.save(toy, data)
     dataset = xdex.data.load(data)
     for name in ("ngame", "unidec", "dexa"):
         folder = trained[name]
-        evaluated = _predict_with_model(folder, dataset, 10, None)
+        evaluated = _load_model(folder, dataset, None).predict(dataset.test.texts, 10)
         ranked = Predictor(folder).rank(dataset.test.texts, 10)
         assert ranked.indices.tolist() == evaluated.indices.tolist()
         np.testing.assert_array_equal(ranked.scores, evaluated.scores)

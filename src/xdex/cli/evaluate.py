@@ -120,11 +120,6 @@ def _load_model(model_dir: Path, dataset: Dataset, search: str | None) -> DualEn
     return trained
 
 
-def _predict_with_model(model_dir: Path, dataset: Dataset, depth: int, search: str | None) -> Ranking:
-    """The model's ranking of the test split, after checking that it was trained on these labels."""
-    return _load_model(model_dir, dataset, search).predict(require_test(dataset).texts, depth)
-
-
 def _record(model_dir: Path, model: DualEncoderModel, dataset: Dataset, metrics: dict[str, float],
             search: str | None) -> None:
     """Add ``metrics`` to the model card of ``model_dir`` (xdex.inference.card), with the command that made them;
