@@ -17,17 +17,13 @@ import sys
 import numpy as np
 import torch
 
+from benchmarks.bench_index import unit_vectors
 from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat
 from xdex.index.exact import CHUNK_ITEMS, CHUNK_QUERIES, exact_search
 
 MODULE = "benchmarks.bench_exact_search"
 SECTION = "## Exact search at mining sizes"
 log = logging.getLogger("bench_exact_search")
-
-
-def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
-    x = rng.standard_normal((n, dim), dtype=np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
 def products_only(items: np.ndarray, queries: np.ndarray) -> None:
