@@ -94,11 +94,38 @@ def test_damaged_ranker_settings_are_refused_naming_the_file(model_dir, tmp_path
         Ranker.load(folder / "ranker", len(DualEncoderModel.load(model_dir).label_ids))
 
 
+def test_labels_named_in_a_text_are_ranked_by_the_mention_channel(model_dir, demo):
+    model = DualEncoderModel.load(model_dir)
+    assert model.ranker.mention_candidates == 20 and model.mentions.n_labels == len(model.label_ids)
+    without = dataclasses.replace(model.ranker, mention_candidates=0)
+    plain = dataclasses.replace(model, ranker=without, mentions=None)
+    assert plain.mentions is None  # no channel, no index
+    texts = demo.test.texts[:300]
+    named = [set(model.mentions.find(text)) for text in texts]
+    with_channel, without_channel = model.predict(texts, 5).indices, plain.predict(texts, 5).indices
+    share = [np.mean([len(set(row.tolist()) & found) / 5 for row, found in zip(ids, named, strict=True)])
+             for ids in (with_channel, without_channel)]
+    assert share[0] > share[1]  # on this data a document names most of its labels (README of the data)
+
+
+def test_a_ranker_written_before_the_mention_channel_reads_without_it(model_dir, demo, tmp_path):
+    folder = shutil.copytree(model_dir, tmp_path / "model")
+    settings = json.loads((folder / "ranker" / "ranker.json").read_text())
+    del settings["mention_candidates"]
+    (folder / "ranker" / "ranker.json").write_text(json.dumps(settings))
+    model = DualEncoderModel.load(model_dir)
+    ranker = Ranker.load(folder / "ranker", len(model.label_ids))
+    assert ranker.mention_candidates == 0
+    model = dataclasses.replace(model, ranker=ranker, mentions=None)
+    assert model.mentions is None
+    assert (model.predict(demo.test.texts[:20], 5).indices >= 0).all()
+
+
 def test_an_added_label_comes_first_for_its_own_text(model_dir):
     model = DualEncoderModel.load(model_dir)
     texts = ["quantum annealing scheduler", "a cooperative multitasking kernel for toasters"]
     extended = model.with_labels(texts, keys=["new-1", "new-2"])
-    assert extended.search == "fused"
+    assert extended.search == "fused" and extended.mentions.n_labels == len(model.label_ids) + 2
     ranking = extended.predict(texts, 5)
     n = len(model.label_ids)
     assert ranking.indices[:, 0].tolist() == [n, n + 1]
@@ -116,11 +143,12 @@ def test_the_dense_mode_is_the_network_alone(model_dir, demo):
 
 @pytest.mark.parametrize("setting, message", [
     ("ranker.dense_candidates=-1", ">= 0"),
-    ("ranker.lexical_candidates=0", "both 0"),
+    ("ranker.lexical_candidates=0", "all 0"),
     ("ranker.lexical={\"classifier\": \"forest\"}", "ranker.lexical"),
 ])
 def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_path, setting, message):
-    overrides = [*SHORT, setting] + (["ranker.dense_candidates=0"] if "lexical_candidates" in setting else [])
+    overrides = [*SHORT, setting] + (["ranker.dense_candidates=0", "ranker.mention_candidates=0"]
+                                     if "lexical_candidates" in setting else [])
     with pytest.raises(ValueError, match=message):
         train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     assert not (tmp_path / "model" / "meta.json").exists()
@@ -132,11 +160,14 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
     assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
     assert without.search == "de"
-    lexical_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.dense_candidates=0"]),
-                         tmp_path / "lexical")
+    lexical_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.dense_candidates=0",
+                                                               "ranker.mention_candidates=0"]), tmp_path / "lexical")
     dense_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0",
+                                                             "ranker.mention_candidates=0",
                                                              "ranker.select_epoch=false",
                                                              "ranker.refit=false"]), tmp_path / "dense")
+    mention_only = train(demo, load_recipe("dexml", overrides=[*small, "ranker.lexical_candidates=0",
+                                                               "ranker.dense_candidates=0"]), tmp_path / "mention")
     labelled = int((np.diff(demo.train.labels.indptr) > 0).sum())  # training + validation documents
     assert lexical_only.ranker.lexical.training["documents"] == labelled  # refitted once the fusion was fitted
     assert dense_only.ranker.lexical.training["documents"] == labelled - 500  # kept as fitted before training
@@ -145,6 +176,9 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     assert set(lexical_only.predict(texts, 10).indices.ravel()) - {-1} <= lexical_ids
     dense_ids = set(dense_only.with_search("dense").predict(texts, 100).indices.ravel()) - {-1}
     assert set(dense_only.predict(texts, 10).indices.ravel()) - {-1} <= dense_ids
+    if mention_only.search == "fused":  # else a channel alone did better on validation
+        for text, row in zip(texts, mention_only.predict(texts, 10).indices, strict=True):
+            assert set(row.tolist()) - {-1} <= set(mention_only.mentions.find(text))
 
     def validation_keys(folder):
         return set(json.loads((folder / "training" / "metrics.jsonl").read_text().splitlines()[-1])["valid"])

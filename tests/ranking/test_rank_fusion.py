@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from xdex.ranking.fusion import (
+    ADDED_FEATURES,
     DENSE_FEATURES,
     FEATURES,
     MONOTONE,
@@ -108,7 +109,7 @@ def test_fusion_learns_which_feature_says_relevant_and_reads_back(tmp_path, form
     assert isinstance(fusion.trained, TreeFusion if form == "trees" else LinearFusion)
     if form == "linear":
         assert fusion.trained.weights[F["lexical"]] == max(fusion.trained.weights)
-    assert fusion.added.features == DENSE_FEATURES
+    assert fusion.added.features == ADDED_FEATURES
     ranking = top_k(found, fusion.score(found, c), 1)
     assert (ranking.indices[:, 0] == truth.argmax(axis=1)).mean() > 0.9
 

@@ -21,15 +21,17 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 
 from xdex.methods.plugin import Plugin, Run, Validation, register
 from xdex.methods.run import validation_metrics
 from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
-from xdex.metrics.ranking import Ranking, remove_pairs
+from xdex.metrics.ranking import PAD, Ranking, positive_csr, remove_pairs
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
+from xdex.ranking.mentions import MentionIndex
 from xdex.ranking.ranker import Ranker, top_k
 from xdex.train.distributed import is_main
 
@@ -41,11 +43,13 @@ LEXICAL_DIR = "lexical"  # the lexical channel of an unfinished run, in its trai
 def check_ranker(config: RecipeConfig) -> None:
     """Refuse shortlist sizes and lexical settings the stage cannot fit with, before anything trains."""
     section = config.section("ranker")
-    if section.dense_candidates < 0 or section.lexical_candidates < 0:
-        raise ValueError("ranker.dense_candidates and ranker.lexical_candidates must be >= 0")
-    if section.dense_candidates + section.lexical_candidates == 0:
-        raise ValueError("ranker.dense_candidates and ranker.lexical_candidates are both 0: no candidates to rank "
-                         "(set ranker: null to train without the ranking stage)")
+    sizes = (section.dense_candidates, section.lexical_candidates, section.mention_candidates)
+    if min(sizes) < 0:
+        raise ValueError("ranker.dense_candidates, ranker.lexical_candidates and ranker.mention_candidates must be "
+                         ">= 0")
+    if sum(sizes) == 0:
+        raise ValueError("ranker.dense_candidates, ranker.lexical_candidates and ranker.mention_candidates are all 0: "
+                         "no candidates to rank (set ranker: null to train without the ranking stage)")
     if section.fusion not in FORMS:
         raise ValueError(f"ranker.fusion must be one of {', '.join(FORMS)}, not {section.fusion!r}")
     if not section.fusion_c > 0:
@@ -73,8 +77,11 @@ def prepare_ranker(run: Run) -> None:
         lexical.save(folder)
     run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
     ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
-                    lexical_candidates=config.lexical_candidates)
+                    lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates)
     run.shared["ranker"] = ranker
+    if config.mention_candidates:
+        assert run.dataset is not None  # a pipeline run has its dataset
+        run.shared["mentions"] = MentionIndex(run.dataset.labels.texts)
     if config.select_epoch:
         run.validation_scorer = validation_scorer(run, ranker)
 
@@ -85,11 +92,14 @@ def validation_scorer(run: Run, ranker: Ranker):
     config, valid = run.config.section("ranker"), run.validation
     assert valid is not None
     lexical_shortlist = ranker.lexical_shortlist(valid.texts)  # the same at every epoch: computed once
+    mentions = run.shared.get("mentions")
+    found_mentions = mentions.find_all(valid.texts) if mentions is not None else None  # so are the mentions
     inv_propensity = inverse_propensity(run.train_labels)
 
     def score(q: np.ndarray, z: np.ndarray) -> dict[str, float]:
         heads = run.net.head_scores if run.net is not None else None  # the network being trained
-        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads)
+        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads,
+                                  found=found_mentions)
         try:
             figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                    inv_propensity, config.fusion)
@@ -114,11 +124,12 @@ def fit_ranker(run: Run) -> None:
     batch = run.config.sampling.embed_batch_size
     z = run.net.label_vectors(labels, batch).numpy()  # what the model directory's index will hold
     found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids],
-                              heads=run.net.head_scores)
+                              heads=run.net.head_scores, mentions=run.shared.get("mentions"))
     try:
         figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                inverse_propensity(run.train_labels), config.fusion)
-        ranker.fusion = LogisticFusion.fit(found, valid.labels, config.fusion_c, config.fusion)
+        ranker.fusion = LogisticFusion.fit(scored_only(found, valid.pairs), valid.labels, config.fusion_c,
+                                           config.fusion)
     except ValueError as e:  # e.g. no validation document has a relevant label among its candidates
         log.warning("the ranking stage is left out of the model: %s", e)
         return
@@ -134,6 +145,20 @@ def fit_ranker(run: Run) -> None:
         ranker.prior = label_prior(labels)
         log.info("lexical channel and label priors refitted on %d training and validation documents", len(rows))
     run.ranker = ranker
+
+
+def scored_only(found: Candidates, pairs: sp.csr_matrix | None) -> Candidates:
+    """``found`` without its (text, label) filter ``pairs`` (a same-universe document and the label that is itself):
+    they are removed from every ranking before it is scored, so the fusion is not fitted on them (it would learn
+    that a text naming a label at its start is evidence against the label)."""
+    if pairs is None:
+        return found
+    mask = found.mask
+    rows = np.broadcast_to(np.arange(len(found.ids))[:, None], found.ids.shape)
+    hit = np.asarray(positive_csr(pairs)[rows[mask], found.ids[mask]]).ravel() > 0
+    ids = found.ids.copy()
+    ids.flat[np.flatnonzero(mask)[hit]] = PAD
+    return Candidates(ids, found.features)
 
 
 TIE_BREAKERS = ("P@3", "P@5", "nDCG@5")  # compared, in turn, where the select metric ties
@@ -160,8 +185,9 @@ def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, 
     rng = np.random.default_rng([seed, 23])
     half = rng.permutation(len(found.ids)) < len(found.ids) // 2
     scores = np.full(found.ids.shape, -np.inf, np.float32)
+    fitted = scored_only(found, valid.pairs)
     for part in (half, ~half):
-        fold = Candidates(found.ids[~part], found.features[~part])
+        fold = Candidates(fitted.ids[~part], fitted.features[~part])
         if len(fold.ids) == 0:
             continue
         fusion = LogisticFusion.fit(fold, valid.labels[np.flatnonzero(~part)], c, form)

@@ -12,7 +12,9 @@ The candidates of a text are the union of the dense index's shortlist and the le
 * the label's prior, log(1 + n_l) / log(1 + max n) with n_l its training documents;
 * where the network's dense score sums two heads (UniDEC's DE head and classifiers Ψ, DEXA's and NGAME's label
   embeddings and per-label classifiers, OAK's embeddings and classifiers: ``Network.head_scores``), each head's
-  score, so the fusion weighs them itself (0 for a network with one head).
+  score, so the fusion weighs them itself (0 for a network with one head);
+* the mention channel (:mod:`xdex.ranking.mentions`): whether, how often, how specifically and how early the
+  text names the label word for word (0 without the channel, filled in by the ranker).
 
 Two models are fitted on the held-out validation documents, never the test split: one on every feature, which
 scores the trained labels: gradient-boosted trees (:class:`TreeFusion`, the default; NGAME fuses its scores with a
@@ -36,13 +38,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.jsonfile import read_json, write_json
+from xdex.ranking.mentions import MENTION_FEATURES
 
 log = logging.getLogger(__name__)
 
 FEATURES = ("dense", "dense_gap", "dense_rrank", "lexical", "lexical_gap", "lexical_rrank", "in_lexical", "prior",
-            "de", "clf", "log_lexical", "log_lexical_gap")
-DENSE_FEATURES = ("dense", "dense_gap", "dense_rrank")  # what a label added after training has
-MONOTONE = frozenset(FEATURES) - {"prior"}  # evidence of relevance: their weights are kept >= 0
+            "de", "clf", "log_lexical", "log_lexical_gap", *MENTION_FEATURES)
+DENSE_FEATURES = ("dense", "dense_gap", "dense_rrank")
+ADDED_FEATURES = (*DENSE_FEATURES, *MENTION_FEATURES)  # what a label added after training has
+# evidence of relevance, whose weights are kept >= 0; a mention's position, length and sharing may weigh either way
+MONOTONE = frozenset(FEATURES) - {"prior", "mention_words", "mention_first", "mention_labels"}
 LOG_FLOOR = 1e-6  # lexical scores below it count as it on the log scale
 FORMAT = "xdex-fusion"
 VERSION = 1
@@ -62,9 +67,10 @@ class Candidates:
 
 def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
                dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
-               prior: np.ndarray, n_known: int) -> Candidates:
-    """The union of the dense shortlist ``dense_ids`` ``[n, Kd]`` and the lexical shortlist ``lexical_ids``
-    ``[n, Kl]`` (both best first, -1 padded) with their features.
+               prior: np.ndarray, n_known: int, mention_ids: np.ndarray | None = None) -> Candidates:
+    """The union of the dense shortlist ``dense_ids`` ``[n, Kd]``, the lexical shortlist ``lexical_ids``
+    ``[n, Kl]`` and the mention shortlist ``mention_ids`` ``[n, Km]`` (all best first, -1 padded) with their
+    features; the mention features are left at 0 (the ranker fills them in).
 
     ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
     shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
@@ -75,6 +81,10 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     in_dense = (lexical_ids[:, :, None] == dense_ids[:, None, :]) & (lexical_ids[:, :, None] >= 0)  # [n, Kl, Kd]
     lexical_new = (lexical_ids >= 0) & ~in_dense.any(axis=2)
     ids = np.concatenate([dense_ids, np.where(lexical_new, lexical_ids, -1)], axis=1)  # [n, Kd + Kl]
+    if mention_ids is not None and mention_ids.shape[1]:
+        seen = (mention_ids[:, :, None] == ids[:, None, :]).any(axis=2) | (mention_ids < 0)
+        ids = np.concatenate([ids, np.where(seen, -1, mention_ids)], axis=1)  # [n, Kd + Kl + Km]
+    km = ids.shape[1] - kd - kl
     valid = ids >= 0
     rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
     safe = np.where(valid, ids, 0)
@@ -85,15 +95,16 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
         heads = np.zeros((*ids.shape, 2), np.float32)
     best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
     dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
-    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
+    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl + km), np.float32)], axis=1)
 
     lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
     lex_rank = np.where(lexical_ids >= 0, 1.0 / (2.0 + np.arange(kl, dtype=np.float32)), 0.0).astype(np.float32)
     # the lexical features of the dense candidates: from the matching lexical entry, if any
     match = in_dense.transpose(0, 2, 1)  # [n, Kd, Kl]
-    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores], axis=1)
-    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
-    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
+    none = np.zeros((n, km), np.float32)  # mention-only candidates are in no lexical shortlist
+    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores, none], axis=1)
+    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank, none], axis=1)
+    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0, none], axis=1).astype(np.float32)
     best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
     log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
     log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
@@ -105,6 +116,7 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
         lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
         label_prior, heads[..., 0], heads[..., 1],
         log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
+        *np.zeros((len(MENTION_FEATURES), *ids.shape), np.float32),
     ], axis=2).astype(np.float32)
     features[~valid] = 0.0
     return Candidates(ids, features)
@@ -293,7 +305,7 @@ FORMS = ("trees", "linear")  # how a trained label's features are combined: Tree
 
 class LogisticFusion:
     """The fused score of a candidate (module docstring): a trained label's from every feature (boosted trees or a
-    linear model), a label added after training from its dense features alone (linear); both are log-odds of
+    linear model), a label added after training from its dense and mention features (linear); both are log-odds of
     relevance, so they rank together."""
 
     def __init__(self, trained: TreeFusion | LinearFusion, added: LinearFusion):
@@ -311,7 +323,7 @@ class LogisticFusion:
         y = np.asarray(sp.csr_matrix(labels)[rows, found.ids[mask]]).ravel() > 0
         x = found.features[mask]
         trained = TreeFusion.fit(FEATURES, x, y) if form == "trees" else LinearFusion.fit(FEATURES, x, y, c)
-        fusion = cls(trained, LinearFusion.fit(DENSE_FEATURES, x, y, c))
+        fusion = cls(trained, LinearFusion.fit(ADDED_FEATURES, x, y, c))
         log.info("fusion weights: %s; labels added later: %s", fusion.trained.describe(), fusion.added.describe())
         return fusion
 

@@ -1,13 +1,16 @@
 """The ranking stage of a model: dense and lexical shortlists, fused by a model learnt on validation data.
 
 For each text: the dense channel's top ``dense_candidates`` labels (the model's index, and the labels added
-after training, searched exactly) and the lexical channel's top ``lexical_candidates``
-(:class:`~xdex.ranking.lexical.LexicalModel`) are merged into one candidate set, whose features
+after training, searched exactly), the lexical channel's top ``lexical_candidates``
+(:class:`~xdex.ranking.lexical.LexicalModel`) and the mention channel's top ``mention_candidates`` (labels the
+text names word for word: :mod:`xdex.ranking.mentions`, from the model's label texts) are merged into one
+candidate set, whose features
 (:mod:`xdex.ranking.fusion`) the fusion scores; the top k by fused score are returned. ``mode="lexical"``
 ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
 
     ranker/
-      ranker.json     format, version, the shortlist sizes and the ranking served by default
+      ranker.json     format, version, the shortlist sizes and the ranking served by default (a file without
+                      ``mention_candidates`` predates the mention channel: 0, the channel off)
       fusion.json     the fusion's weights
       prior.npy       the trained labels' priors
       lexical/        the lexical model (its own pickle-free format)
@@ -26,8 +29,9 @@ from xdex.index.base import Index
 from xdex.index.retrieval import retrieve, with_added
 from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD, Ranking
-from xdex.ranking.fusion import Candidates, LogisticFusion, candidates
+from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates
 from xdex.ranking.lexical import LexicalModel
+from xdex.ranking.mentions import MENTION_FEATURES, Mention, MentionIndex, mention_features, shortlist
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +54,15 @@ class Ranker:
     dense_candidates: int = 20  # 0: no dense shortlist (the dense score stays a feature of lexical candidates)
     lexical_candidates: int = 20  # 0: no lexical shortlist, so no lexical features (dense score and prior)
     served: str = "fused"  # the ranking a model serves by default, chosen on validation (methods/ranker.py)
+    mention_candidates: int = 0  # mentioned labels per text; 0: no mention channel (no mention features either)
 
     def __post_init__(self) -> None:
         if self.served not in SERVED:
             raise ValueError(f"a ranker serves one of {', '.join(SERVED)}, not {self.served!r}")
-        sizes = (self.dense_candidates, self.lexical_candidates)
+        sizes = (self.dense_candidates, self.lexical_candidates, self.mention_candidates)
         if min(sizes) < 0 or not sum(sizes):
-            raise ValueError(f"the ranker's shortlists need sizes >= 0, not both 0 (dense {self.dense_candidates}, "
-                             f"lexical {self.lexical_candidates})")
+            raise ValueError(f"the ranker's shortlists need sizes >= 0, not all 0 (dense {self.dense_candidates}, "
+                             f"lexical {self.lexical_candidates}, mention {self.mention_candidates})")
 
     def lexical_shortlist(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The lexical channel's top ``lexical_candidates`` labels of each text and their scores."""
@@ -68,7 +73,8 @@ class Ranker:
 
     def candidates(self, texts: Sequence[str], queries: np.ndarray, index: Index | np.ndarray,
                    label_vectors: Callable[[np.ndarray], np.ndarray], added: np.ndarray | None = None, k: int = 0,
-                   lexical: tuple[np.ndarray, np.ndarray] | None = None, heads: HeadScores | None = None
+                   lexical: tuple[np.ndarray, np.ndarray] | None = None, heads: HeadScores | None = None,
+                   mentions: MentionIndex | None = None, found: list[dict[int, Mention]] | None = None
                    ) -> Candidates:
         """The candidates of ``texts`` (their dense query vectors ``queries``) and their features.
 
@@ -76,7 +82,8 @@ class Ranker:
         vectors of label rows ``ids`` (any shape), trained or added. The dense shortlist holds at least ``k``
         labels, so that a ranking of ``k`` labels is never cut short. ``lexical``: the texts'
         :meth:`lexical_shortlist`, when already computed. ``heads``: the network's ``head_scores``, where its dense
-        score sums two heads.
+        score sums two heads. ``mentions``: the index of every label's text (trained, then added), needed where the
+        ranker has a mention channel; ``found``: the texts' mentions, when already looked up.
         """
         n_known, n = len(self.prior), len(texts)
         dense_ids = np.full((n, 0), PAD, np.int64)
@@ -87,20 +94,31 @@ class Ranker:
                 dense = with_added(dense, queries, added, n_known, width)
             dense_ids = dense.indices
         lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
+        mention_ids = None
+        if self.mention_candidates:
+            if found is None:
+                if mentions is None:
+                    raise ValueError("this ranker's mention channel needs the index of the label texts")
+                found = mentions.find_all(texts)
+            mention_ids = shortlist(found, self.mention_candidates)
 
         def dense_score(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
             vectors, texts_queries = label_vectors(ids), queries[rows[:, 0]]
             parts = heads(texts_queries, ids, vectors) if heads is not None else None
             return np.einsum("ncd,nd->nc", vectors, texts_queries), parts
 
-        return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
+        result = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known, mention_ids)
+        if found is not None:
+            columns = [FEATURES.index(name) for name in MENTION_FEATURES]
+            result.features[..., columns] = mention_features(found, result.ids)
+        return result
 
     def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
              label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
-             mode: str = "fused", heads: HeadScores | None = None) -> Ranking:
+             mode: str = "fused", heads: HeadScores | None = None, mentions: MentionIndex | None = None) -> Ranking:
         """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
-        vectors; ``heads`` as in :meth:`candidates`) or by the lexical channel alone (``"lexical"``; ``queries``
-        unused)."""
+        vectors; ``heads`` and ``mentions`` as in :meth:`candidates`) or by the lexical channel alone
+        (``"lexical"``; ``queries`` unused)."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "lexical":
@@ -111,7 +129,8 @@ class Ranker:
         parts = []
         for start in range(0, len(texts), CHUNK):
             end = min(start + CHUNK, len(texts))
-            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads)
+            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads,
+                                    mentions=mentions)
             parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
         if not parts:
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
@@ -130,7 +149,8 @@ class Ranker:
             np.save(f, self.prior.astype(np.float32), allow_pickle=False)
         write_json(folder / "ranker.json", {"format": FORMAT, "version": VERSION,
                                             "dense_candidates": self.dense_candidates,
-                                            "lexical_candidates": self.lexical_candidates, "served": self.served})
+                                            "lexical_candidates": self.lexical_candidates,
+                                            "mention_candidates": self.mention_candidates, "served": self.served})
 
     @classmethod
     def load(cls, folder: str | Path, n_labels: int) -> Ranker:
@@ -142,9 +162,10 @@ class Ranker:
             raise ValueError(f"{path}: not an xdex ranker of version {VERSION}")
         try:
             dense, lexical = int(record["dense_candidates"]), int(record["lexical_candidates"])
+            mention = int(record.get("mention_candidates", 0))
             served = str(record["served"])
-            if served not in SERVED or min(dense, lexical) < 0 or not dense + lexical:
-                raise ValueError(f"served {served!r}, shortlists {dense} and {lexical}")
+            if served not in SERVED or min(dense, lexical, mention) < 0 or not dense + lexical + mention:
+                raise ValueError(f"served {served!r}, shortlists {dense}, {lexical} and {mention}")
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: damaged settings ({e})") from None
         try:
@@ -154,7 +175,7 @@ class Ranker:
         if prior.shape != (n_labels,):
             raise ValueError(f"{folder / 'prior.npy'} holds {prior.shape} priors for the model's {n_labels} labels")
         return cls(LexicalModel.load(folder / "lexical"), prior.astype(np.float32),
-                   LogisticFusion.load(folder / "fusion.json"), dense, lexical, served)
+                   LogisticFusion.load(folder / "fusion.json"), dense, lexical, served, mention)
 
 
 def top_k(found: Candidates, scores: np.ndarray, k: int) -> Ranking:
