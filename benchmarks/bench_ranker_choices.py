@@ -5,8 +5,9 @@ validation splits").
     python -m benchmarks.bench_ranker_choices refit DATASET [--method dexml] [--set KEY=VALUE] [--json FILE]
 
 ``features``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with every
-feature, without each head's score (``Network.head_scores``) and without the log-scale lexical features (a
-left-out feature is set to 0 for every candidate, which the standardised fit then ignores).
+feature, without each head's score (``Network.head_scores``), without the log-scale lexical features (a
+left-out feature is set to 0 for every candidate, which the standardised fit then ignores) and without the mention
+channel (its candidates and its features).
 
 ``refit``: 1,000 training documents held out as a stand-in test set (seed 7), the recipe trained on the rest
 (holding out its own validation documents); for each lexical classifier the fusion is fitted on the validation
@@ -18,6 +19,7 @@ Prints one line per measurement and writes them to ``--json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import tempfile
@@ -59,8 +61,9 @@ def trained(dataset: Dataset, method: str, overrides: list[str]) -> tuple:
     return model, config, fitted, rows, labels
 
 
+WITHOUT_MENTIONS = "without the mention channel"
 ABLATIONS = {"every feature": (), "without the head scores": ("de", "clf"),
-             "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap")}
+             "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap"), WITHOUT_MENTIONS: ()}
 
 
 def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
@@ -74,9 +77,13 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
                            depth_with_filter(max(config.data.eval_ks), pairs))
         queries = model.embed_texts(texts)
         figures = {}
-        found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=model.net.head_scores)
+        found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=model.net.head_scores,
+                                        mentions=model.mentions)
+        without_mentions = dataclasses.replace(model.ranker, mention_candidates=0).candidates(
+            texts, queries, model.index, model._label_vectors, heads=model.net.head_scores)
         for name, left_out in ABLATIONS.items():
-            ablated = Candidates(found.ids, found.features.copy())
+            source = without_mentions if name == WITHOUT_MENTIONS else found
+            ablated = Candidates(source.ids, source.features.copy())
             ablated.features[..., [FEATURES.index(feature) for feature in left_out]] = 0.0
             figures[name] = cross_fitted(ablated, valid, config.data.eval_ks, config.section("ranker").fusion_c,
                                          config.trainer.seed, inverse_propensity(dataset.train.labels[train_rows]),
