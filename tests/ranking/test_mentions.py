@@ -34,14 +34,14 @@ def test_mentions_are_counted_with_their_longest_form_first_place_and_sharing():
     index = MentionIndex(LABELS)
     found = index.find("Unix is an operating system; the Unix operating system runs on Mercury.")
     # words: unix is an operating system the unix operating system runs on mercury (12)
-    assert found[2] == Mention(count=2, words=1, first=0, length=12, shared=1)
-    assert found[3] == Mention(count=2, words=2, first=3, length=12, shared=1)
-    assert found[4] == Mention(count=2, words=1, first=4, length=12, shared=1)
+    assert found[2] == Mention(occurrences=2, words=1, first=0, length=12, shared=1)
+    assert found[3] == Mention(occurrences=2, words=2, first=3, length=12, shared=1)
+    assert found[4] == Mention(occurrences=2, words=1, first=4, length=12, shared=1)
     # "mercury" is a form of two labels: the planet (without its brackets) and the element
-    assert found[0] == Mention(count=1, words=1, first=11, length=12, shared=2)
-    assert found[1] == Mention(count=1, words=1, first=11, length=12, shared=2)
+    assert found[0] == Mention(occurrences=1, words=1, first=11, length=12, shared=2)
+    assert found[1] == Mention(occurrences=1, words=1, first=11, length=12, shared=2)
     assert 5 not in found
-    assert index.find("MERCURY (PLANET)")[0] == Mention(count=2, words=2, first=0, length=2, shared=1)
+    assert index.find("MERCURY (PLANET)")[0] == Mention(occurrences=2, words=2, first=0, length=2, shared=1)
     assert index.find("") == {}
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,12 +52,11 @@ def forms(text: str) -> set[tuple[str, ...]]:
     return {form for form in found if 0 < len(form) <= MAX_WORDS}
 
 
-@dataclass(frozen=True)
-class Mention:
-    """A label mentioned in a text: ``count`` occurrences, its longest form found has ``words`` words and is shared
+class Mention(NamedTuple):
+    """A label mentioned in a text: ``occurrences`` times, its longest form found has ``words`` words and is shared
     by ``shared`` labels, first at word ``first`` of a text of ``length`` words."""
 
-    count: int
+    occurrences: int
     words: int
     first: int
     length: int
@@ -65,7 +64,8 @@ class Mention:
 
     def features(self) -> tuple[float, float, float, float, float]:
         """The values of :data:`MENTION_FEATURES`."""
-        return 1.0, float(np.log1p(self.count)), float(self.words), 1.0 - self.first / self.length, 1.0 / self.shared
+        return (1.0, float(np.log1p(self.occurrences)), float(self.words), 1.0 - self.first / self.length,
+                1.0 / self.shared)
 
 
 class MentionIndex:
@@ -97,21 +97,27 @@ class MentionIndex:
     def find(self, text: str) -> dict[int, Mention]:
         """The labels mentioned in ``text``, by label row."""
         tokens = words(text)
+        n, lengths_of, labels_of = len(tokens), self._lengths, self._labels
         hits: dict[int, list[int]] = {}  # label -> [count, words, first, shared]
         for start, first_word in enumerate(tokens):
-            for length in self._lengths.get(first_word, ()):
-                if start + length > len(tokens):
+            lengths = lengths_of.get(first_word)
+            if lengths is None:
+                continue
+            for length in lengths:
+                if start + length > n:
                     break
-                named = self._labels.get(tokens[start:start + length])
+                named = labels_of.get(tokens[start:start + length])
                 if named is None:
                     continue
                 for label in named:
-                    hit = hits.setdefault(label, [0, 0, start, 0])
-                    hit[0] += 1
-                    if length > hit[1]:
-                        hit[1], hit[3] = length, len(named)
-        return {label: Mention(count, size, first, len(tokens), shared)
-                for label, (count, size, first, shared) in hits.items()}
+                    hit = hits.get(label)
+                    if hit is None:
+                        hits[label] = [1, length, start, len(named)]
+                    else:
+                        hit[0] += 1
+                        if length > hit[1]:
+                            hit[1], hit[3] = length, len(named)
+        return {label: Mention(count, size, first, n, shared) for label, (count, size, first, shared) in hits.items()}
 
     def find_all(self, texts: Sequence[str]) -> list[dict[int, Mention]]:
         return [self.find(text) for text in texts]
