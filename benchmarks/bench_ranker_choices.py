@@ -7,7 +7,7 @@ validation splits").
 ``features``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with every
 feature, without each head's score (``Network.head_scores``), without the log-scale lexical features (a
 left-out feature is set to 0 for every candidate, which the standardised fit then ignores) and without the mention
-channel (its candidates and its features).
+channel (its candidates and its features); with ``--set ranker.encoder=minilm``, also without the encoder channel.
 
 ``refit``: 1,000 training documents held out as a stand-in test set (seed 7), the recipe trained on the rest
 (holding out its own validation documents); for each lexical classifier the fusion is fitted on the validation
@@ -62,8 +62,15 @@ def trained(dataset: Dataset, method: str, overrides: list[str]) -> tuple:
 
 
 WITHOUT_MENTIONS = "without the mention channel"
+WITHOUT_ENCODER = "without the encoder channel"
 ABLATIONS = {"every feature": (), "without the head scores": ("de", "clf"),
-             "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap"), WITHOUT_MENTIONS: ()}
+             "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap")}
+
+
+def candidates_of(model, ranker, texts: list[str], queries: np.ndarray) -> Candidates:
+    """The candidates of ``texts`` by ``ranker`` on ``model``'s network, its text channels over the catalogue."""
+    return ranker.candidates(texts, queries, model.index, model._label_vectors, heads=model.net.head_scores,
+                             channels=ranker.text_channels(model.label_texts))
 
 
 def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict:
@@ -77,12 +84,14 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
                            depth_with_filter(max(config.data.eval_ks), pairs))
         queries = model.embed_texts(texts)
         figures = {}
-        found = model.ranker.candidates(texts, queries, model.index, model._label_vectors, heads=model.net.head_scores,
-                                        mentions=model.mentions)
-        without_mentions = dataclasses.replace(model.ranker, mention_candidates=0).candidates(
-            texts, queries, model.index, model._label_vectors, heads=model.net.head_scores)
-        for name, left_out in ABLATIONS.items():
-            source = without_mentions if name == WITHOUT_MENTIONS else found
+        found = candidates_of(model, model.ranker, texts, queries)
+        sources = {WITHOUT_MENTIONS: candidates_of(model, dataclasses.replace(model.ranker, mention_candidates=0),
+                                                   texts, queries)}
+        if model.ranker.encoder is not None:  # trained with ranker.encoder: the fusion without that channel too
+            sources[WITHOUT_ENCODER] = candidates_of(
+                model, dataclasses.replace(model.ranker, encoder=None, encoder_candidates=0), texts, queries)
+        for name, left_out in {**ABLATIONS, **dict.fromkeys(sources, ())}.items():
+            source = sources.get(name, found)
             ablated = Candidates(source.ids, source.features.copy())
             ablated.features[..., [FEATURES.index(feature) for feature in left_out]] = 0.0
             figures[name] = cross_fitted(ablated, valid, config.data.eval_ks, config.section("ranker").fusion_c,

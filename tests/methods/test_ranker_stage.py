@@ -96,12 +96,12 @@ def test_damaged_ranker_settings_are_refused_naming_the_file(model_dir, tmp_path
 
 def test_labels_named_in_a_text_are_ranked_by_the_mention_channel(model_dir, demo):
     model = DualEncoderModel.load(model_dir)
-    assert model.ranker.mention_candidates == 20 and model.mentions.n_labels == len(model.label_ids)
+    assert model.ranker.mention_candidates == 20 and model.channels.mentions.n_labels == len(model.label_ids)
     without = dataclasses.replace(model.ranker, mention_candidates=0)
-    plain = dataclasses.replace(model, ranker=without, mentions=None)
-    assert plain.mentions is None  # no channel, no index
+    plain = dataclasses.replace(model, ranker=without, channels=None)
+    assert plain.channels is None  # no channel, no index
     texts = demo.test.texts[:300]
-    named = [set(model.mentions.find(text)) for text in texts]
+    named = [set(model.channels.mentions.find(text)) for text in texts]
     with_channel, without_channel = model.predict(texts, 5).indices, plain.predict(texts, 5).indices
     share = [np.mean([len(set(row.tolist()) & found) / 5 for row, found in zip(ids, named, strict=True)])
              for ids in (with_channel, without_channel)]
@@ -116,8 +116,8 @@ def test_a_ranker_written_before_the_mention_channel_reads_without_it(model_dir,
     model = DualEncoderModel.load(model_dir)
     ranker = Ranker.load(folder / "ranker", len(model.label_ids))
     assert ranker.mention_candidates == 0
-    model = dataclasses.replace(model, ranker=ranker, mentions=None)
-    assert model.mentions is None
+    model = dataclasses.replace(model, ranker=ranker, channels=None)
+    assert model.channels is None
     assert (model.predict(demo.test.texts[:20], 5).indices >= 0).all()
 
 
@@ -125,7 +125,7 @@ def test_an_added_label_comes_first_for_its_own_text(model_dir):
     model = DualEncoderModel.load(model_dir)
     texts = ["quantum annealing scheduler", "a cooperative multitasking kernel for toasters"]
     extended = model.with_labels(texts, keys=["new-1", "new-2"])
-    assert extended.search == "fused" and extended.mentions.n_labels == len(model.label_ids) + 2
+    assert extended.search == "fused" and extended.channels.mentions.n_labels == len(model.label_ids) + 2
     ranking = extended.predict(texts, 5)
     n = len(model.label_ids)
     assert ranking.indices[:, 0].tolist() == [n, n + 1]
@@ -178,7 +178,7 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     assert set(dense_only.predict(texts, 10).indices.ravel()) - {-1} <= dense_ids
     if mention_only.search == "fused":  # else a channel alone did better on validation
         for text, row in zip(texts, mention_only.predict(texts, 10).indices, strict=True):
-            assert set(row.tolist()) - {-1} <= set(mention_only.mentions.find(text))
+            assert set(row.tolist()) - {-1} <= set(mention_only.channels.mentions.find(text))
 
     def validation_keys(folder):
         return set(json.loads((folder / "training" / "metrics.jsonl").read_text().splitlines()[-1])["valid"])

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 from xdex.methods.ranker import scored_only
-from xdex.ranking.fusion import FEATURES, Candidates, candidates
+from xdex.ranking.fusion import FEATURES, Candidates, candidates, with_candidates
 from xdex.ranking.mentions import (
     MAX_WORDS,
     MENTION_FEATURES,
@@ -76,17 +75,27 @@ def test_an_extended_index_names_the_new_labels_and_leaves_the_old_one_alone():
     assert fresh == found
 
 
-def test_mentioned_labels_join_the_candidates_after_the_other_shortlists():
+def test_labels_of_the_text_channels_join_the_candidates_once_after_the_other_shortlists():
     dense_ids = np.array([[0, 1]])
     lexical_ids, lexical_scores = np.array([[1, 2]]), np.array([[0.5, 0.25]], np.float32)
     table = np.arange(8, dtype=np.float32)[None, :] / 10
-    found = candidates(dense_ids, lexical_ids, lexical_scores, lambda rows, ids: (table[rows, ids], None),
-                       np.zeros(8, np.float32), 8, mention_ids=np.array([[2, 5, 0, -1]]))
-    assert found.ids.tolist() == [[0, 1, -1, 2, -1, 5, -1, -1]]
+    prior = np.linspace(0, 0.7, 8).astype(np.float32)
+
+    def dense_score(rows, ids):
+        return table[rows, ids], None
+
+    found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, prior, 8)
+    assert found.ids.tolist() == [[0, 1, -1, 2]]
+    more = with_candidates(found, np.array([[2, 5, 0, -1, 5, 6]]), dense_score, prior, 8)
+    assert more.ids.tolist() == [[0, 1, -1, 2, -1, 5, -1, -1, -1, 6]]
     column = {name: i for i, name in enumerate(FEATURES)}
-    assert found.features[0, 5, column["dense"]] == pytest.approx(0.5)
-    assert found.features[0, 5, column["in_lexical"]] == 0.0 and found.features[0, 5, column["lexical"]] == 0.0
-    assert not found.features[..., [column[name] for name in MENTION_FEATURES]].any()  # the ranker fills them
+    np.testing.assert_allclose(more.features[0, [5, 9], column["dense"]], [0.5, 0.6], rtol=1e-6)
+    np.testing.assert_allclose(more.features[0, [0, 5, 9], column["dense_gap"]], [-0.6, -0.1, 0.0], atol=1e-6)
+    np.testing.assert_allclose(more.features[0, [5, 9], column["prior"]], prior[[5, 6]], rtol=1e-6)
+    assert more.features[0, 5, column["in_lexical"]] == 0.0 and more.features[0, 5, column["lexical"]] == 0.0
+    assert not more.features[0, [4, 6, 7, 8]].any()  # empty slots
+    np.testing.assert_array_equal(more.features[0, :4, column["lexical"]], found.features[0, :, column["lexical"]])
+    assert not more.features[..., [column[name] for name in MENTION_FEATURES]].any()  # the ranker fills them
 
 
 def test_filter_pairs_are_left_out_of_the_fusion_fit():

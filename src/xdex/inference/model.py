@@ -47,7 +47,7 @@ from xdex.methods.schema import RecipeConfig, upgrade_names  # pure data: no tra
 from xdex.metrics.ranking import Ranking
 from xdex.modules import load_net
 from xdex.modules.network import Network
-from xdex.ranking.mentions import MentionIndex
+from xdex.ranking.channels import TextChannels
 from xdex.ranking.ranker import DENSE, Ranker
 from xdex.ranking.ranker import MODES as RANKER_MODES
 
@@ -81,7 +81,8 @@ class DualEncoderModel:
     ranker: Ranker | None = None
     channel: str | None = None  # "fused" or "lexical": the ranker's ranking; None: the ranker's choice, else the
     # network's own search
-    mentions: MentionIndex | None = field(default=None, repr=False, compare=False)  # of label_texts, built here
+    channels: TextChannels | None = field(default=None, repr=False, compare=False)  # the ranker's text channels
+    # over label_texts (mentions, sentence encoder), built here
 
     def __post_init__(self) -> None:
         if self.added_vectors is None:
@@ -93,12 +94,9 @@ class DualEncoderModel:
         if not len(self.label_ids) == len(self.label_texts) == self.n_trained + len(self.added_vectors):
             raise ValueError(f"{len(self.label_ids)} label ids and {len(self.label_texts)} texts for "
                              f"{self.n_trained} trained and {len(self.added_vectors)} added label vectors")
-        if self.ranker is not None and self.ranker.mention_candidates:  # the mention channel's index of label texts
-            known = self.mentions.n_labels if self.mentions is not None else 0
-            if self.mentions is None or known > len(self.label_texts):
-                self.mentions = MentionIndex(self.label_texts)
-            elif known < len(self.label_texts):  # labels added since: indexed on top of the others
-                self.mentions = self.mentions.extended(self.label_texts[known:])
+        # the channels that read label texts, over every label: those of a model this one was made from are
+        # extended by the labels added since
+        self.channels = None if self.ranker is None else self.ranker.text_channels(self.label_texts, self.channels)
 
     @property
     def n_trained(self) -> int:
@@ -116,7 +114,7 @@ class DualEncoderModel:
             return self.net.rank(texts, self.index, k, added=self.added_vectors)
         queries = self.embed_texts(texts) if self.channel == "fused" else None
         return self.ranker.rank(texts, queries, self.index, self._label_vectors, k, self.added_vectors,
-                                self.channel, self.net.head_scores, self.mentions)
+                                self.channel, self.net.head_scores, self.channels)
 
     def _label_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The search vectors of label ``rows`` (any shape), trained or added."""

@@ -29,9 +29,9 @@ from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import PAD, Ranking, positive_csr, remove_pairs
+from xdex.ranking.encoder_channel import EncoderChannel
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
-from xdex.ranking.mentions import MentionIndex
 from xdex.ranking.ranker import Ranker, top_k
 from xdex.train.distributed import is_main
 
@@ -54,6 +54,15 @@ def check_ranker(config: RecipeConfig) -> None:
         raise ValueError(f"ranker.fusion must be one of {', '.join(FORMS)}, not {section.fusion!r}")
     if not section.fusion_c > 0:
         raise ValueError(f"ranker.fusion_c must be > 0, not {section.fusion_c}")
+    if section.encoder is not None:
+        from xdex.encoders.packaged import PRETRAINED
+
+        if section.encoder not in PRETRAINED or PRETRAINED[section.encoder].kind != "transformer":
+            transformers = [name for name, model in PRETRAINED.items() if model.kind == "transformer"]
+            raise ValueError(f"ranker.encoder must be null or a packaged sentence encoder ({', '.join(transformers)}), "
+                             f"not {section.encoder!r}")
+        if section.encoder_candidates < 0:
+            raise ValueError("ranker.encoder_candidates must be >= 0")
     try:
         LexicalConfig.from_dict(section.lexical)
     except (TypeError, ValueError) as e:
@@ -76,12 +85,16 @@ def prepare_ranker(run: Run) -> None:
         lexical = LexicalModel(lexical_config).fit(run.query_texts, run.train_labels)
         lexical.save(folder)
     run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
+    assert run.dataset is not None  # a pipeline run has its dataset
+    encoder = None
+    if config.encoder is not None:
+        encoder = EncoderChannel.fit(config.encoder, run.dataset.labels.texts)
+        log.info("encoder channel: %s, %d label texts embedded", config.encoder, encoder.n_labels)
     ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
-                    lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates)
+                    lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates,
+                    encoder=encoder, encoder_candidates=config.encoder_candidates if encoder is not None else 0)
     run.shared["ranker"] = ranker
-    if config.mention_candidates:
-        assert run.dataset is not None  # a pipeline run has its dataset
-        run.shared["mentions"] = MentionIndex(run.dataset.labels.texts)
+    run.shared["channels"] = ranker.text_channels(run.dataset.labels.texts)
     if config.select_epoch:
         run.validation_scorer = validation_scorer(run, ranker)
 
@@ -92,14 +105,14 @@ def validation_scorer(run: Run, ranker: Ranker):
     config, valid = run.config.section("ranker"), run.validation
     assert valid is not None
     lexical_shortlist = ranker.lexical_shortlist(valid.texts)  # the same at every epoch: computed once
-    mentions = run.shared.get("mentions")
-    found_mentions = mentions.find_all(valid.texts) if mentions is not None else None  # so are the mentions
+    channels = run.shared.get("channels")
+    evidence = channels.read(valid.texts) if channels is not None else None  # so is what the text channels see
     inv_propensity = inverse_propensity(run.train_labels)
 
     def score(q: np.ndarray, z: np.ndarray) -> dict[str, float]:
         heads = run.net.head_scores if run.net is not None else None  # the network being trained
         found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads,
-                                  found=found_mentions)
+                                  channels=channels, evidence=evidence)
         try:
             figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                    inv_propensity, config.fusion)
@@ -124,7 +137,7 @@ def fit_ranker(run: Run) -> None:
     batch = run.config.sampling.embed_batch_size
     z = run.net.label_vectors(labels, batch).numpy()  # what the model directory's index will hold
     found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids],
-                              heads=run.net.head_scores, mentions=run.shared.get("mentions"))
+                              heads=run.net.head_scores, channels=run.shared.get("channels"))
     try:
         figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                inverse_propensity(run.train_labels), config.fusion)

@@ -141,6 +141,8 @@ class RankerConfig:
     dense_candidates: int = 20  # labels from the dense index per text (at least k when k labels are asked for)
     lexical_candidates: int = 20  # labels from the lexical model per text (docs/benchmarks.md: the choice)
     mention_candidates: int = 20  # labels the text names word for word (xdex.ranking.mentions; 0: no mention channel)
+    encoder: str | None = None  # a packaged sentence encoder as one more channel, zero-shot (minilm; None: none)
+    encoder_candidates: int = 20  # labels of highest cosine per text from that encoder
     lexical: dict = field(default_factory=dict)  # settings of xdex.ranking.LexicalConfig (default: its own)
     fusion: str = "trees"  # how a trained label's features are combined: boosted trees, or linear (logistic)
     fusion_c: float = 1.0  # inverse L2 strength of the logistic fits (the linear form; labels added later)

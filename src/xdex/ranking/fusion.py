@@ -14,7 +14,8 @@ The candidates of a text are the union of the dense index's shortlist and the le
   embeddings and per-label classifiers, OAK's embeddings and classifiers: ``Network.head_scores``), each head's
   score, so the fusion weighs them itself (0 for a network with one head);
 * the mention channel (:mod:`xdex.ranking.mentions`): whether, how often, how specifically and how early the
-  text names the label word for word (0 without the channel, filled in by the ranker).
+  text names the label word for word, and a pre-trained sentence encoder's cosine, its gap and rank
+  (:mod:`xdex.ranking.encoder_channel`); 0 without the channel, filled in by the ranker.
 
 Two models are fitted on the held-out validation documents, never the test split: one on every feature, which
 scores the trained labels: gradient-boosted trees (:class:`TreeFusion`, the default; NGAME fuses its scores with a
@@ -38,14 +39,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.jsonfile import read_json, write_json
+from xdex.ranking.encoder_channel import ENCODER_FEATURES
 from xdex.ranking.mentions import MENTION_FEATURES
 
 log = logging.getLogger(__name__)
 
 FEATURES = ("dense", "dense_gap", "dense_rrank", "lexical", "lexical_gap", "lexical_rrank", "in_lexical", "prior",
-            "de", "clf", "log_lexical", "log_lexical_gap", *MENTION_FEATURES)
+            "de", "clf", "log_lexical", "log_lexical_gap", *MENTION_FEATURES, *ENCODER_FEATURES)
 DENSE_FEATURES = ("dense", "dense_gap", "dense_rrank")
-ADDED_FEATURES = (*DENSE_FEATURES, *MENTION_FEATURES)  # what a label added after training has
+ADDED_FEATURES = (*DENSE_FEATURES, *MENTION_FEATURES, *ENCODER_FEATURES)  # what a label added after training has
 # evidence of relevance, whose weights are kept >= 0; a mention's position, length and sharing may weigh either way
 MONOTONE = frozenset(FEATURES) - {"prior", "mention_words", "mention_first", "mention_labels"}
 LOG_FLOOR = 1e-6  # lexical scores below it count as it on the log scale
@@ -67,10 +69,10 @@ class Candidates:
 
 def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
                dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
-               prior: np.ndarray, n_known: int, mention_ids: np.ndarray | None = None) -> Candidates:
-    """The union of the dense shortlist ``dense_ids`` ``[n, Kd]``, the lexical shortlist ``lexical_ids``
-    ``[n, Kl]`` and the mention shortlist ``mention_ids`` ``[n, Km]`` (all best first, -1 padded) with their
-    features; the mention features are left at 0 (the ranker fills them in).
+               prior: np.ndarray, n_known: int) -> Candidates:
+    """The union of the dense shortlist ``dense_ids`` ``[n, Kd]`` and the lexical shortlist ``lexical_ids``
+    ``[n, Kl]`` (both best first, -1 padded) with their features (those of the other channels at 0:
+    :func:`with_candidates`).
 
     ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
     shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
@@ -81,10 +83,6 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     in_dense = (lexical_ids[:, :, None] == dense_ids[:, None, :]) & (lexical_ids[:, :, None] >= 0)  # [n, Kl, Kd]
     lexical_new = (lexical_ids >= 0) & ~in_dense.any(axis=2)
     ids = np.concatenate([dense_ids, np.where(lexical_new, lexical_ids, -1)], axis=1)  # [n, Kd + Kl]
-    if mention_ids is not None and mention_ids.shape[1]:
-        seen = (mention_ids[:, :, None] == ids[:, None, :]).any(axis=2) | (mention_ids < 0)
-        ids = np.concatenate([ids, np.where(seen, -1, mention_ids)], axis=1)  # [n, Kd + Kl + Km]
-    km = ids.shape[1] - kd - kl
     valid = ids >= 0
     rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
     safe = np.where(valid, ids, 0)
@@ -95,16 +93,15 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
         heads = np.zeros((*ids.shape, 2), np.float32)
     best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
     dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
-    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl + km), np.float32)], axis=1)
+    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
 
     lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
     lex_rank = np.where(lexical_ids >= 0, 1.0 / (2.0 + np.arange(kl, dtype=np.float32)), 0.0).astype(np.float32)
     # the lexical features of the dense candidates: from the matching lexical entry, if any
     match = in_dense.transpose(0, 2, 1)  # [n, Kd, Kl]
-    none = np.zeros((n, km), np.float32)  # mention-only candidates are in no lexical shortlist
-    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores, none], axis=1)
-    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank, none], axis=1)
-    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0, none], axis=1).astype(np.float32)
+    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores], axis=1)
+    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
+    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
     best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
     log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
     log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
@@ -116,10 +113,41 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
         lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
         label_prior, heads[..., 0], heads[..., 1],
         log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
-        *np.zeros((len(MENTION_FEATURES), *ids.shape), np.float32),
+        *np.zeros((len(FEATURES) - 12, *ids.shape), np.float32),  # the other channels': with_candidates
     ], axis=2).astype(np.float32)
     features[~valid] = 0.0
     return Candidates(ids, features)
+
+
+def with_candidates(found: Candidates, more_ids: np.ndarray,
+                    dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
+                    prior: np.ndarray, n_known: int) -> Candidates:
+    """``found`` with the labels of ``more_ids`` ``[n, K]`` (-1 padded; from the mention and encoder channels)
+    that it does not hold yet, each once, after its own. A label added so has its dense features (score, gap to the
+    best dense score of all candidates, no dense rank), its prior and head scores; its lexical features are 0 (it is
+    in no lexical shortlist) and the other channels' are left at 0 for the ranker to fill in."""
+    n, width = found.ids.shape
+    if not more_ids.shape[1]:
+        return found
+    held = np.concatenate([found.ids, more_ids], axis=1)
+    earlier = (held[:, :, None] == held[:, None, :]) & np.tril(np.ones((held.shape[1],) * 2, bool), -1)[None]
+    more = np.where((more_ids >= 0) & ~earlier[:, width:].any(axis=2), more_ids, -1)
+    valid = more >= 0
+    rows = np.broadcast_to(np.arange(n)[:, None], more.shape)
+    total, heads = dense_score(rows, np.where(valid, more, 0))
+    column = {name: i for i, name in enumerate(FEATURES)}
+    features = np.zeros((*more.shape, len(FEATURES)), np.float32)
+    features[..., column["dense"]] = total
+    if heads is not None:
+        features[..., column["de"]], features[..., column["clf"]] = heads[..., 0], heads[..., 1]
+    known = valid & (more < n_known)
+    features[..., column["prior"]] = np.where(known, prior[np.where(known, more, 0)], 0.0)
+    features[~valid] = 0.0
+    ids = np.concatenate([found.ids, more], axis=1)
+    joined = np.concatenate([found.features, features], axis=1)
+    dense = np.where(ids >= 0, joined[..., column["dense"]], -np.inf)
+    joined[..., column["dense_gap"]] = np.where(ids >= 0, dense - dense.max(axis=1, initial=-np.inf)[:, None], 0.0)
+    return Candidates(ids, joined)
 
 
 def label_prior(train_labels: sp.csr_matrix) -> np.ndarray:

