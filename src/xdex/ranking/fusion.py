@@ -69,45 +69,92 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
     shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
     ``[n_known]`` the labels' priors; labels at rows >= ``n_known`` were added after training.
+
+    The union and the features are assembled per text by compiled loops (numba), in the float32 arithmetic of
+    the array expressions they replace (the same values; tested against them); the logarithms are numpy's.
     """
+    dense_ids = np.ascontiguousarray(dense_ids, np.int64)
+    lexical_ids = np.ascontiguousarray(lexical_ids, np.int64)
+    ids, match = _union(dense_ids, lexical_ids)
+    valid = ids >= 0
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], ids.shape)
+    total, heads = dense_score(rows, np.where(valid, ids, 0))
+    lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
+    best_lexical = lex_scores.max(axis=1, initial=0.0)
+    features = _features(
+        ids, match, dense_ids.shape[1], np.ascontiguousarray(total, np.float32),
+        None if heads is None else np.ascontiguousarray(heads, np.float32), lex_scores, best_lexical,
+        np.log(np.maximum(lex_scores, LOG_FLOOR)), np.log(np.maximum(best_lexical, LOG_FLOOR)),
+        np.ascontiguousarray(prior, np.float32), n_known, len(FEATURES))
+    return Candidates(ids, features)
+
+
+@numba.njit(cache=True)
+def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate ids ``[n, Kd + Kl]``: the dense shortlist, then the lexical labels not in it (-1 in their
+    place), and for each dense candidate the position of its label in the lexical shortlist (-1: not in it)."""
     n, kd = dense_ids.shape
     kl = lexical_ids.shape[1]
-    in_dense = (lexical_ids[:, :, None] == dense_ids[:, None, :]) & (lexical_ids[:, :, None] >= 0)  # [n, Kl, Kd]
-    lexical_new = (lexical_ids >= 0) & ~in_dense.any(axis=2)
-    ids = np.concatenate([dense_ids, np.where(lexical_new, lexical_ids, -1)], axis=1)  # [n, Kd + Kl]
-    valid = ids >= 0
-    rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
-    safe = np.where(valid, ids, 0)
+    ids = np.full((n, kd + kl), -1, np.int64)
+    match = np.full((n, kd), -1, np.int64)
+    for i in range(n):
+        for c in range(kd):
+            ids[i, c] = dense_ids[i, c]
+        for j in range(kl):
+            label = lexical_ids[i, j]
+            if label < 0:
+                continue
+            seen = False
+            for c in range(kd):
+                if dense_ids[i, c] == label:
+                    if match[i, c] < 0:  # a shortlist holds a label once
+                        match[i, c] = j
+                    seen = True
+            if not seen:
+                ids[i, kd + j] = label
+    return ids, match
 
-    total, heads = dense_score(rows, safe)
-    dense = np.where(valid, total, 0.0).astype(np.float32)
-    if heads is None:
-        heads = np.zeros((*ids.shape, 2), np.float32)
-    best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
-    dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
-    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
 
-    lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
-    lex_rank = np.where(lexical_ids >= 0, 1.0 / (2.0 + np.arange(kl, dtype=np.float32)), 0.0).astype(np.float32)
-    # the lexical features of the dense candidates: from the matching lexical entry, if any
-    match = in_dense.transpose(0, 2, 1)  # [n, Kd, Kl]
-    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores], axis=1)
-    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
-    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
-    best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
-    log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
-    log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
-
-    known = valid & (ids < n_known)
-    label_prior = np.where(known, prior[np.where(known, ids, 0)], 0.0)
-    features = np.stack([
-        dense, np.where(valid, dense - best_dense, 0.0), dense_rrank,
-        lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
-        label_prior, heads[..., 0], heads[..., 1],
-        log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
-    ], axis=2).astype(np.float32)
-    features[~valid] = 0.0
-    return Candidates(ids, features)
+@numba.njit(cache=True)
+def _features(ids: np.ndarray, match: np.ndarray, kd: int, total: np.ndarray, heads: np.ndarray | None,
+              lex_scores: np.ndarray, best_lexical: np.ndarray, log_lex: np.ndarray, log_best: np.ndarray,
+              prior: np.ndarray, n_known: int, n_features: int) -> np.ndarray:
+    """The features of :data:`FEATURES` of each candidate (module docstring), float32 ``[n, C, F]``; 0 for an
+    empty candidate slot."""
+    n, width = ids.shape
+    out = np.zeros((n, width, n_features), np.float32)
+    one, two, zero = np.float32(1.0), np.float32(2.0), np.float32(0.0)
+    for i in range(n):
+        best = -np.inf
+        for c in range(width):
+            if ids[i, c] >= 0 and total[i, c] > best:
+                best = total[i, c]
+        best_dense = np.float32(best)
+        for c in range(width):
+            label = ids[i, c]
+            if label < 0:
+                continue
+            f = out[i, c]
+            f[0] = total[i, c]
+            f[1] = total[i, c] - best_dense
+            j = -1
+            if c < kd:
+                f[2] = one / (two + np.float32(c))
+                j = match[i, c]
+            else:
+                j = c - kd
+            if j >= 0:
+                f[3] = lex_scores[i, j]
+                f[4] = lex_scores[i, j] - best_lexical[i]
+                f[5] = one / (two + np.float32(j))
+                f[6] = one
+                f[10] = log_lex[i, j]
+                f[11] = log_lex[i, j] - log_best[i]
+            f[7] = prior[label] if label < n_known else zero
+            if heads is not None:
+                f[8] = heads[i, c, 0]
+                f[9] = heads[i, c, 1]
+    return out
 
 
 def label_prior(train_labels: sp.csr_matrix) -> np.ndarray:

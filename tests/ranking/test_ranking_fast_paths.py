@@ -1,0 +1,118 @@
+"""The ranking stage's fast paths give what the plain array computations they replace give, on small random data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from xdex.ranking.fusion import FEATURES, LOG_FLOOR, Candidates, candidates
+
+
+def reference_candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
+               dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
+               prior: np.ndarray, n_known: int) -> Candidates:
+    """The array expressions that :func:`candidates` replaced (the reference): the union of the dense shortlist
+    ``[n, Kl]`` (both best first, -1 padded) with their features.
+
+    ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
+    shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
+    ``[n_known]`` the labels' priors; labels at rows >= ``n_known`` were added after training.
+    """
+    n, kd = dense_ids.shape
+    kl = lexical_ids.shape[1]
+    in_dense = (lexical_ids[:, :, None] == dense_ids[:, None, :]) & (lexical_ids[:, :, None] >= 0)  # [n, Kl, Kd]
+    lexical_new = (lexical_ids >= 0) & ~in_dense.any(axis=2)
+    ids = np.concatenate([dense_ids, np.where(lexical_new, lexical_ids, -1)], axis=1)  # [n, Kd + Kl]
+    valid = ids >= 0
+    rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
+    safe = np.where(valid, ids, 0)
+
+    total, heads = dense_score(rows, safe)
+    dense = np.where(valid, total, 0.0).astype(np.float32)
+    if heads is None:
+        heads = np.zeros((*ids.shape, 2), np.float32)
+    best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
+    dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
+    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
+
+    lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
+    lex_rank = np.where(lexical_ids >= 0, 1.0 / (2.0 + np.arange(kl, dtype=np.float32)), 0.0).astype(np.float32)
+    # the lexical features of the dense candidates: from the matching lexical entry, if any
+    match = in_dense.transpose(0, 2, 1)  # [n, Kd, Kl]
+    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores], axis=1)
+    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
+    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
+    best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
+    log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
+    log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
+
+    known = valid & (ids < n_known)
+    label_prior = np.where(known, prior[np.where(known, ids, 0)], 0.0)
+    features = np.stack([
+        dense, np.where(valid, dense - best_dense, 0.0), dense_rrank,
+        lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
+        label_prior, heads[..., 0], heads[..., 1],
+        log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
+    ], axis=2).astype(np.float32)
+    features[~valid] = 0.0
+    return Candidates(ids, features)
+
+
+
+def shortlists(rng: np.random.Generator, n: int, kd: int, kl: int, n_labels: int) -> tuple[np.ndarray, ...]:
+    """Random dense and lexical shortlists over ``n_labels`` labels that overlap, with -1 padding at row ends."""
+    dense = np.stack([rng.choice(n_labels, kd, replace=False) for _ in range(n)])
+    lexical = np.stack([rng.choice(n_labels, kl, replace=False) for _ in range(n)])
+    scores = np.sort(rng.random((n, kl)).astype(np.float32), axis=1)[:, ::-1].copy()
+    scores[rng.random((n, kl)) < 0.1] = 0.0  # a score of 0: below the log floor
+    for i in range(n):  # some rows end early
+        dense[i, kd - rng.integers(0, 3):] = -1
+        cut = kl - rng.integers(0, kl + 1) if i % 4 == 0 else kl
+        lexical[i, cut:], scores[i, cut:] = -1, -np.inf
+    return dense.astype(np.int64), lexical.astype(np.int64), scores
+
+
+@pytest.mark.parametrize("two_heads", [False, True])
+def test_candidates_equal_the_array_expressions(two_heads):
+    rng = np.random.default_rng(7)
+    n, n_labels, n_known = 60, 30, 26  # labels 26-29 were added after training
+    dense, lexical, scores = shortlists(rng, n, 6, 5, n_labels)
+    lexical[lexical >= n_known] = 0  # an added label has no lexical score...
+    lexical = np.where(scores == -np.inf, -1, lexical)
+    for i in range(n):  # ...and a shortlist holds a label once
+        row = lexical[i][lexical[i] >= 0]
+        _, first = np.unique(row, return_index=True)
+        keep = np.zeros(len(row), bool)
+        keep[first] = True
+        lexical[i, np.flatnonzero(lexical[i] >= 0)[~keep]] = -1
+    de = rng.standard_normal((n, n_labels)).astype(np.float32)
+    clf = rng.standard_normal((n, n_labels)).astype(np.float32)
+
+    def dense_score(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        heads = np.stack([de[rows, ids], clf[rows, ids]], axis=-1) if two_heads else None
+        return de[rows, ids] + clf[rows, ids], heads
+
+    prior = rng.random(n_known).astype(np.float32)
+    fast = candidates(dense, lexical, scores, dense_score, prior, n_known)
+    slow = reference_candidates(dense, lexical, scores, dense_score, prior, n_known)
+    np.testing.assert_array_equal(fast.ids, slow.ids)
+    assert fast.features.dtype == slow.features.dtype == np.float32
+    np.testing.assert_array_equal(fast.features, slow.features)
+    assert (fast.ids >= n_known).any() and ((fast.features[..., FEATURES.index("in_lexical")]) > 0).any()
+
+
+def test_candidates_of_no_text_and_of_empty_shortlists():
+    def dense_score(rows, ids):
+        return np.zeros(ids.shape, np.float32), None
+
+    prior = np.ones(3, np.float32)
+    for dense, lexical in ((np.zeros((0, 2), np.int64), np.zeros((0, 2), np.int64)),
+                           (np.full((2, 2), -1, np.int64), np.full((2, 0), -1, np.int64)),
+                           (np.full((2, 0), -1, np.int64), np.full((2, 3), -1, np.int64))):
+        scores = np.full(lexical.shape, -np.inf, np.float32)
+        fast = candidates(dense, lexical, scores, dense_score, prior, 3)
+        slow = reference_candidates(dense, lexical, scores, dense_score, prior, 3)
+        np.testing.assert_array_equal(fast.ids, slow.ids)
+        np.testing.assert_array_equal(fast.features, slow.features)
