@@ -7,7 +7,16 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from xdex.ranking.fusion import FEATURES, LOG_FLOOR, Candidates, candidates
+from xdex.ranking.fusion import (
+    DENSE_FEATURES,
+    FEATURES,
+    LOG_FLOOR,
+    Candidates,
+    LinearFusion,
+    LogisticFusion,
+    TreeFusion,
+    candidates,
+)
 
 
 def reference_candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
@@ -116,3 +125,44 @@ def test_candidates_of_no_text_and_of_empty_shortlists():
         slow = reference_candidates(dense, lexical, scores, dense_score, prior, 3)
         np.testing.assert_array_equal(fast.ids, slow.ids)
         np.testing.assert_array_equal(fast.features, slow.features)
+
+
+def reference_tree_scores(fusion: TreeFusion, features: np.ndarray) -> np.ndarray:
+    """Each row's walk of each tree to its leaf, one branch at a time (the loop :meth:`TreeFusion.score` replaced)."""
+    x = features[..., fusion.columns].reshape(-1, len(fusion.columns)).astype(np.float64)
+    out = np.zeros(len(x))
+    for i in range(len(x)):
+        total = 0.0
+        for t in range(fusion.feature.shape[0]):
+            node = 0
+            while fusion.left[t, node] != node:
+                go_left = x[i, fusion.feature[t, node]] <= fusion.threshold[t, node]
+                node = fusion.left[t, node] if go_left else fusion.right[t, node]
+            total += fusion.value[t, node]
+        out[i] = total
+    return (out + fusion.bias).reshape(features.shape[:-1])
+
+
+def test_tree_scores_equal_a_walk_one_branch_at_a_time():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, len(FEATURES))).astype(np.float32)
+    y = x[:, 0] + 0.5 * x[:, 3] - 0.3 * x[:, 7] + 0.5 * rng.standard_normal(600) > 0
+    names = FEATURES[:10]  # a fusion over some of the features: columns are looked up by name
+    fusion = TreeFusion.fit(names, x, y, trees=30)
+    features = rng.standard_normal((7, 9, len(FEATURES))).astype(np.float32)
+    features[0, 0, 0] = np.nan  # goes right, as "not x <= threshold"
+    features[1, :, 3] = fusion.threshold[fusion.feature == 3][:1].astype(np.float32)  # at a threshold (rounded)
+    np.testing.assert_array_equal(fusion.score(features), reference_tree_scores(fusion, features))
+
+
+def test_fused_scores_of_empty_slots_are_left_out():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((400, len(FEATURES))).astype(np.float32)
+    y = x[:, 0] > 0
+    fusion = LogisticFusion(TreeFusion.fit(FEATURES, x, y, trees=10), LinearFusion.fit(DENSE_FEATURES, x, y, 1.0))
+    ids = np.array([[0, -1, 5, 2], [7, 1, -1, -1]])  # labels 5 and 7 were added after training
+    features = rng.standard_normal((2, 4, len(FEATURES))).astype(np.float32)
+    scores = fusion.score(Candidates(ids, features), n_known=5)
+    trained, added = fusion.trained.score(features), fusion.added.score(features)
+    expected = np.where(ids >= 5, added, np.where(ids >= 0, trained, 0.0))
+    np.testing.assert_array_equal(scores, expected)

@@ -89,7 +89,7 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     return Candidates(ids, features)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The candidate ids ``[n, Kd + Kl]``: the dense shortlist, then the lexical labels not in it (-1 in their
     place), and for each dense candidate the position of its label in the lexical shortlist (-1: not in it)."""
@@ -115,7 +115,7 @@ def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray) -> tuple[np.ndarray, 
     return ids, match
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _features(ids: np.ndarray, match: np.ndarray, kd: int, total: np.ndarray, heads: np.ndarray | None,
               lex_scores: np.ndarray, best_lexical: np.ndarray, log_lex: np.ndarray, log_best: np.ndarray,
               prior: np.ndarray, n_known: int, n_features: int) -> np.ndarray:
@@ -248,6 +248,7 @@ class TreeFusion:
         self.value, self.bias = np.asarray(value, np.float64), float(bias)
         if not self._well_formed():
             raise ValueError("the trees' arrays do not describe trees over the named features")
+        self._columns: np.ndarray | None = None  # score()'s node columns
 
     def _well_formed(self) -> bool:
         """Equal [trees, nodes] arrays; children in range, a leaf its own child and an inner node's children after
@@ -300,8 +301,10 @@ class TreeFusion:
     def score(self, features: np.ndarray) -> np.ndarray:
         """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): each tree walked
         from its root to a leaf (a value at a threshold goes left, as in scikit-learn), the leaves' values summed."""
-        x = np.ascontiguousarray(features[..., self.columns].reshape(-1, len(self.columns)), dtype=np.float64)
-        scores = _walk_trees(x, self.feature, self.threshold, self.left, self.right, self.value) + self.bias
+        if self._columns is None:  # each node's column of FEATURES, so the features are read where they are
+            self._columns = np.asarray(self.columns, np.int64)[self.feature]
+        x = np.ascontiguousarray(features.reshape(-1, features.shape[-1]))
+        scores = _walk_trees(x, self._columns, self.threshold, self.left, self.right, self.value) + self.bias
         return scores.reshape(features.shape[:-1])
 
     def to_dict(self) -> dict:
@@ -319,17 +322,18 @@ class TreeFusion:
         return f"{self.feature.shape[0]} trees over {', '.join(self.features)}"
 
 
-@numba.njit(cache=True)
-def _walk_trees(x: np.ndarray, feature: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
+@numba.njit(cache=True, nogil=True)
+def _walk_trees(x: np.ndarray, column: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
                 value: np.ndarray) -> np.ndarray:
-    """Σ_t value[t, leaf_t(x_i)] for each row x_i (:class:`TreeFusion`'s arrays; a leaf is its own child)."""
+    """Σ_t value[t, leaf_t(x_i)] for each row x_i, in tree order (:class:`TreeFusion`'s arrays; ``column``: the
+    node's column of ``x``; a leaf is its own child)."""
     out = np.zeros(x.shape[0])
     for i in range(x.shape[0]):
         total = 0.0
-        for t in range(feature.shape[0]):
+        for t in range(column.shape[0]):
             node = 0
             while left[t, node] != node:
-                node = left[t, node] if x[i, feature[t, node]] <= threshold[t, node] else right[t, node]
+                node = left[t, node] if np.float64(x[i, column[t, node]]) <= threshold[t, node] else right[t, node]
             total += value[t, node]
         out[i] = total
     return out
@@ -363,12 +367,15 @@ class LogisticFusion:
         return fusion
 
     def score(self, found: Candidates, n_known: int) -> np.ndarray:
-        """The fused log-odds of each candidate of ``found``; labels at rows >= ``n_known`` were added later."""
-        trained = self.trained.score(found.features)
+        """The fused log-odds of each candidate of ``found``; labels at rows >= ``n_known`` were added later. An
+        empty slot (id -1) is not scored: it gets 0."""
+        out = np.zeros(found.ids.shape, np.float64)
+        trained = (found.ids >= 0) & (found.ids < n_known)
+        out[trained] = self.trained.score(found.features[trained])
         added = found.ids >= n_known
-        if not added.any():
-            return trained
-        return np.where(added, self.added.score(found.features), trained)
+        if added.any():
+            out[added] = self.added.score(found.features[added])
+        return out
 
     def save(self, path: str | Path) -> None:
         write_json(Path(path), {"format": FORMAT, "version": VERSION, "trained": self.trained.to_dict(),
