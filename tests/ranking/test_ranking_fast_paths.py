@@ -166,3 +166,48 @@ def test_fused_scores_of_empty_slots_are_left_out():
     trained, added = fusion.trained.score(features), fusion.added.score(features)
     expected = np.where(ids >= 5, added, np.where(ids >= 0, trained, 0.0))
     np.testing.assert_array_equal(scores, expected)
+
+
+def test_a_batch_ranked_in_threads_equals_the_reference_computation_text_by_text():
+    """Ranker.rank on 300 texts (two chunks side by side, the lexical shortlist beside the queries) against the
+    plain computation: a brute-force dense shortlist, the lexical shortlist of one text at a time, the array
+    expressions of the features and a walk of the trees one branch at a time."""
+    from ranking_asserts import assert_same_ranking
+
+    from xdex.data import load
+    from xdex.index import ExactIndex
+    from xdex.ranking.fusion import label_prior
+    from xdex.ranking.lexical import LexicalConfig, LexicalModel
+    from xdex.ranking.ranker import CHUNK, Ranker, top_k
+
+    demo = load("demo")
+    texts, labels = demo.train.texts[:800], demo.train.labels[:800]
+    lexical = LexicalModel(LexicalConfig(classifier="omikuji-bonsai", threads=1)).fit(texts, labels)
+    rng = np.random.default_rng(5)
+    n_labels, dim = labels.shape[1], 8
+    vectors = rng.standard_normal((n_labels, dim)).astype(np.float32)
+    index = ExactIndex(dim)
+    index.add(vectors)
+    ranker = Ranker(lexical, label_prior(labels))
+    train_queries = rng.standard_normal((300, dim)).astype(np.float32)
+    found = ranker.candidates(texts[:300], train_queries, index, lambda ids: vectors[ids])
+    ranker.fusion = LogisticFusion.fit(found, labels[:300])
+
+    test_texts = [*demo.test.texts[:298], "", "qzxv"]
+    queries = rng.standard_normal((len(test_texts), dim)).astype(np.float32)
+    assert len(test_texts) > CHUNK
+    fast = ranker.rank(test_texts, lambda: queries, index, lambda ids: vectors[ids], k=10)
+
+    scores = queries @ vectors.T
+    dense_ids = np.lexsort((np.broadcast_to(np.arange(n_labels), scores.shape), -scores), axis=1)[:, :20]
+    lexical_ids, lexical_scores = (np.concatenate(part) for part in
+                                   zip(*(lexical.predict([text], 20) for text in test_texts), strict=True))
+
+    def dense_score(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, None]:
+        return np.einsum("ncd,nd->nc", vectors[ids], queries[rows[:, 0]]), None
+
+    slow = reference_candidates(dense_ids, lexical_ids, lexical_scores, dense_score, ranker.prior, n_labels)
+    fused = np.where(slow.ids >= 0, reference_tree_scores(ranker.fusion.trained, slow.features), 0.0)
+    expected = top_k(slow, fused, 10)
+    assert_same_ranking(fast.indices, fast.scores, expected.indices, expected.scores)
+    assert (fast.indices[:, 0] >= 0).all()

@@ -80,6 +80,7 @@ class DualEncoderModel:
     ranker: Ranker | None = None
     channel: str | None = None  # "fused" or "lexical": the ranker's ranking; None: the ranker's choice, else the
     # network's own search
+    _label_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.added_vectors is None:
@@ -106,14 +107,17 @@ class DualEncoderModel:
         one, or in a network's search mode) inner products of search vectors (OAK: its re-scored candidates)."""
         if self.channel is None or self.ranker is None:
             return self.net.rank(texts, self.index, k, added=self.added_vectors)
-        queries = self.embed_texts(texts) if self.channel == "fused" else None
+        queries = (lambda: self.embed_texts(texts)) if self.channel == "fused" else None
         return self.ranker.rank(texts, queries, self.index, self._label_vectors, k, self.added_vectors,
                                 self.channel, self.net.head_scores)
 
     def _label_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The search vectors of label ``rows`` (any shape), trained or added."""
         n, added_vectors = self.n_trained, self.added_vectors
-        trained = np.asarray(self.label_embeddings[np.minimum(rows, n - 1)], dtype=np.float32)
+        table = self._label_table
+        if table is None:  # the plain array under a memory map: indexing it skips np.memmap's wrapping
+            table = self._label_table = np.asarray(self.label_embeddings)
+        trained = np.asarray(table[np.minimum(rows, n - 1)], dtype=np.float32)
         if added_vectors is None or not len(added_vectors):
             return trained
         added = added_vectors[np.clip(rows - n, 0, len(added_vectors) - 1)]

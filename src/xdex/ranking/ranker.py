@@ -16,7 +16,10 @@ ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from xdex.index.retrieval import retrieve, with_added
 from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.ranking.fusion import Candidates, LogisticFusion, candidates
-from xdex.ranking.lexical import LexicalModel
+from xdex.ranking.lexical import LexicalModel, cores
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,9 @@ DENSE = "dense"  # the network's own ranking, without the stage
 SERVED = (*MODES, DENSE)  # what a model may serve by default
 HeadScores = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]  # Network.head_scores
 CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
+BESIDE = 32  # from this many texts on, the lexical shortlist is computed beside the dense queries (a handover
+# between threads costs more than it saves for a few texts)
+_POOL_LOCK = threading.Lock()
 
 
 @dataclass
@@ -95,12 +101,16 @@ class Ranker:
 
         return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
 
-    def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
+    def rank(self, texts: Sequence[str], queries: np.ndarray | Callable[[], np.ndarray] | None, index: Index,
              label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
              mode: str = "fused", heads: HeadScores | None = None) -> Ranking:
         """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
-        vectors; ``heads`` as in :meth:`candidates`) or by the lexical channel alone (``"lexical"``; ``queries``
-        unused)."""
+        vectors, or a function that computes them; ``heads`` as in :meth:`candidates`) or by the lexical channel
+        alone (``"lexical"``; ``queries`` unused).
+
+        For :data:`BESIDE` texts or more, the lexical shortlist is computed on another thread while ``queries()``
+        runs (Omikuji's search and torch's work both leave Python's lock), and the chunks of a large batch are ranked
+        side by side."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "lexical":
@@ -108,14 +118,37 @@ class Ranker:
             return Ranking(ids, scores)
         if queries is None or self.fusion is None:
             raise ValueError("the fused ranking needs the texts' dense query vectors and a fitted fusion")
-        parts = []
-        for start in range(0, len(texts), CHUNK):
-            end = min(start + CHUNK, len(texts))
-            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads)
-            parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
-        if not parts:
+        if not len(texts):
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
+        fusion, pool = self.fusion, self._thread_pool()
+        if callable(queries) and len(texts) >= BESIDE:
+            lexical = pool.submit(self.lexical_shortlist, texts)
+            vectors = queries()
+            ids, scores = lexical.result()
+        else:
+            ids, scores = self.lexical_shortlist(texts)
+            vectors = queries() if callable(queries) else queries
+
+        def chunk(start: int) -> Ranking:
+            end = min(start + CHUNK, len(texts))
+            found = self.candidates(texts[start:end], vectors[start:end], index, label_vectors, added, k,
+                                    (ids[start:end], scores[start:end]), heads)
+            return top_k(found, fusion.score(found, len(self.prior)), k)
+
+        starts = range(0, len(texts), CHUNK)
+        parts = list(pool.map(chunk, starts)) if len(starts) > 1 else [chunk(s) for s in starts]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        """Threads that rank the chunks of a batch side by side, one per core, kept for the next batch (a forked
+        process starts its own): their work (the index's search, Omikuji's search, the compiled feature and tree
+        loops) runs outside Python's lock."""
+        with _POOL_LOCK:
+            pool, pid = self.__dict__.get("_pool", (None, 0))
+            if pool is None or pid != os.getpid():
+                pool = ThreadPoolExecutor(cores(), thread_name_prefix="xdex-ranker")
+                self.__dict__["_pool"] = (pool, os.getpid())
+            return pool
 
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
