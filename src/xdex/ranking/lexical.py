@@ -218,6 +218,21 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+_POOLS: dict[str, tuple[ThreadPoolExecutor, int]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def thread_pool(name: str) -> ThreadPoolExecutor:
+    """The process's pool of ``name`` threads, one per core, started at first use and kept (a forked child starts
+    its own). A task of one pool may wait on tasks of another, never of its own."""
+    with _POOLS_LOCK:
+        pool, pid = _POOLS.get(name, (None, 0))
+        if pool is None or pid != os.getpid():
+            pool = ThreadPoolExecutor(cores(), thread_name_prefix=f"xdex-{name}")
+            _POOLS[name] = pool, os.getpid()
+        return pool
+
+
 class TfidfTransform:
     """A fitted ``TfidfVectorizer``'s ``transform`` (sublinear tf, idf, unit rows) without its per-call checks.
 
@@ -390,9 +405,6 @@ class _Omikuji:
         self.model = model
         self.beam = config.beam
         self.threads = cores()  # prediction: the texts of a batch split over every core
-        self._pool: ThreadPoolExecutor | None = None  # started at the first batch large enough to split
-        self._pool_pid = 0  # the process that started it (a forked child starts its own)
-        self._pool_lock = threading.Lock()
 
     @classmethod
     def fit(cls, x: sp.csr_matrix, y: list[list[int]], n_labels: int, config: LexicalConfig,
@@ -440,20 +452,13 @@ class _Omikuji:
             self._predict_rows(x, k, 0, n, labels, scores, found)
         else:
             bounds = [int(b) for b in np.linspace(0, n, parts + 1)]
-            pool = self._thread_pool()
+            pool = thread_pool("omikuji")
             done = [pool.submit(self._predict_rows, x, k, bounds[b], bounds[b + 1], labels, scores, found)
                     for b in range(parts)]
             for future in done:
                 future.result()
         ids = np.where(np.arange(k) < found[:, None], labels.astype(np.int64), -1)
         return ids, np.where(ids >= 0, scores, -np.inf).astype(np.float32)
-
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="xdex-omikuji")
-                self._pool_pid = os.getpid()
-            return self._pool
 
     def _predict_rows(self, x: FeatureRows, k: int, start: int, end: int, labels: np.ndarray, scores: np.ndarray,
                       found: np.ndarray) -> None:

@@ -16,10 +16,7 @@ ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +27,7 @@ from xdex.index.retrieval import retrieve, with_added
 from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.ranking.fusion import Candidates, LogisticFusion, candidates
-from xdex.ranking.lexical import LexicalModel, cores
+from xdex.ranking.lexical import LexicalModel, thread_pool
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,6 @@ HeadScores = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
 CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
 BESIDE = 32  # from this many texts on, the lexical shortlist is computed beside the dense queries (a handover
 # between threads costs more than it saves for a few texts)
-_POOL_LOCK = threading.Lock()
 
 
 @dataclass
@@ -120,7 +116,7 @@ class Ranker:
             raise ValueError("the fused ranking needs the texts' dense query vectors and a fitted fusion")
         if not len(texts):
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
-        fusion, pool = self.fusion, self._thread_pool()
+        fusion, pool = self.fusion, thread_pool("ranker")  # its tasks wait on Omikuji's pool, never on their own
         if callable(queries) and len(texts) >= BESIDE:
             lexical = pool.submit(self.lexical_shortlist, texts)
             vectors = queries()
@@ -138,17 +134,6 @@ class Ranker:
         starts = range(0, len(texts), CHUNK)
         parts = list(pool.map(chunk, starts)) if len(starts) > 1 else [chunk(s) for s in starts]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
-
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        """Threads that rank the chunks of a batch side by side, one per core, kept for the next batch (a forked
-        process starts its own): their work (the index's search, Omikuji's search, the compiled feature and tree
-        loops) runs outside Python's lock."""
-        with _POOL_LOCK:
-            pool, pid = self.__dict__.get("_pool", (None, 0))
-            if pool is None or pid != os.getpid():
-                pool = ThreadPoolExecutor(cores(), thread_name_prefix="xdex-ranker")
-                self.__dict__["_pool"] = (pool, os.getpid())
-            return pool
 
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
