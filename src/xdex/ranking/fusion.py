@@ -248,7 +248,7 @@ class TreeFusion:
         self.value, self.bias = np.asarray(value, np.float64), float(bias)
         if not self._well_formed():
             raise ValueError("the trees' arrays do not describe trees over the named features")
-        self._columns: np.ndarray | None = None  # score()'s node columns
+        self._walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # score()'s arrays
 
     def _well_formed(self) -> bool:
         """Equal [trees, nodes] arrays; children in range, a leaf its own child and an inner node's children after
@@ -301,10 +301,14 @@ class TreeFusion:
     def score(self, features: np.ndarray) -> np.ndarray:
         """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): each tree walked
         from its root to a leaf (a value at a threshold goes left, as in scikit-learn), the leaves' values summed."""
-        if self._columns is None:  # each node's column of FEATURES, so the features are read where they are
-            self._columns = np.asarray(self.columns, np.int64)[self.feature]
+        if self._walk is None:  # each node's column of FEATURES (the features are read where they are), the
+            # children as int32, each tree's depth
+            depths = [_depth(left, right) for left, right in zip(self.left, self.right, strict=True)]
+            self._walk = (np.asarray(self.columns, np.int32)[self.feature], self.left.astype(np.int32),
+                          self.right.astype(np.int32), np.array(depths, np.int64))
+        column, left, right, depth = self._walk
         x = np.ascontiguousarray(features.reshape(-1, features.shape[-1]))
-        scores = _walk_trees(x, self._columns, self.threshold, self.left, self.right, self.value) + self.bias
+        scores = _walk_trees(x, column, self.threshold, left, right, self.value, depth) + self.bias
         return scores.reshape(features.shape[:-1])
 
     def to_dict(self) -> dict:
@@ -322,20 +326,45 @@ class TreeFusion:
         return f"{self.feature.shape[0]} trees over {', '.join(self.features)}"
 
 
+def _depth(left: np.ndarray, right: np.ndarray) -> int:
+    """The number of steps from the root of a tree (``left`` / ``right``: its nodes' children; a leaf is its own
+    child) to its deepest leaf."""
+    level, steps = [0], 0
+    while True:
+        inner = [node for node in level if left[node] != node]
+        if not inner:
+            return steps
+        level, steps = [int(child) for node in inner for child in (left[node], right[node])], steps + 1
+
+
+WALK_ROWS = 8  # rows walked down a tree together by _walk_trees
+
+
 @numba.njit(cache=True, nogil=True)
 def _walk_trees(x: np.ndarray, column: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
-                value: np.ndarray) -> np.ndarray:
-    """Σ_t value[t, leaf_t(x_i)] for each row x_i, in tree order (:class:`TreeFusion`'s arrays; ``column``: the
-    node's column of ``x``; a leaf is its own child)."""
-    out = np.zeros(x.shape[0])
-    for i in range(x.shape[0]):
-        total = 0.0
+                value: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Σ_t value[t, leaf_t(x_i)] for each row x_i, summed in tree order (:class:`TreeFusion`'s arrays as int32;
+    ``column``: the node's column of ``x``; a leaf is its own child; ``depth[t]``: tree t's deepest leaf).
+
+    :data:`WALK_ROWS` rows go down a tree together, ``depth[t]`` steps each (a row at a leaf steps to the leaf
+    again), each step chosen without a branch: their walks do not wait on each other, so the processor overlaps
+    them (and can gather them into vector lanes), about twice as fast as walking one row at a time down each tree
+    to its leaf on the fusion's trees of 15 leaves."""
+    n = x.shape[0]
+    out = np.zeros(n)
+    nodes = np.zeros(WALK_ROWS, np.int32)
+    for start in range(0, n, WALK_ROWS):
+        rows = min(WALK_ROWS, n - start)
         for t in range(column.shape[0]):
-            node = 0
-            while left[t, node] != node:
-                node = left[t, node] if np.float64(x[i, column[t, node]]) <= threshold[t, node] else right[t, node]
-            total += value[t, node]
-        out[i] = total
+            col, thr, lo, hi = column[t], threshold[t], left[t], right[t]
+            nodes[:] = 0
+            for _ in range(depth[t]):
+                for r in range(rows):
+                    node = nodes[r]
+                    go_left = np.int32(np.float64(x[start + r, col[node]]) <= thr[node])  # NaN: right
+                    nodes[r] = hi[node] + go_left * (lo[node] - hi[node])
+            for r in range(rows):
+                out[start + r] += value[t, nodes[r]]
     return out
 
 
