@@ -211,3 +211,33 @@ def test_a_batch_ranked_in_threads_equals_the_reference_computation_text_by_text
     expected = top_k(slow, fused, 10)
     assert_same_ranking(fast.indices, fast.scores, expected.indices, expected.scores)
     assert (fast.indices[:, 0] >= 0).all()
+
+
+
+@pytest.mark.parametrize("n_blocks", [1, 2, 3])
+def test_stacked_rows_equal_scipys_stacking_to_the_bit(n_blocks):
+    """FeatureRows.stacked against the sparse-matrix path it replaced: each block's rows sorted, the blocks stacked
+    by scipy, each row scaled to unit length again (texts with unicode, repeats, no feature at all)."""
+    import scipy.sparse as sp
+
+    from xdex.ranking.lexical import FeatureRows, LexicalConfig, TfidfTransform, _vectorizer, unit_rows
+
+    train = ["alpha beta beta", "beta gamma", "Ünïcode wörds ß", "gamma delta alpha", "straße café déjà"]
+    texts = [*train, "", "zzz", "alpha alpha alpha beta", "wörds café gamma ß ß"]
+    config = LexicalConfig(min_df=1, char_ngrams=(2, 4))
+    kinds = ["word", "char", "word"][:n_blocks]
+    transforms = [TfidfTransform(_vectorizer(kind, config).fit(train)) for kind in kinds]
+    blocks = [t.rows(texts) for t in transforms]
+    fast = FeatureRows.stacked(blocks, [t.n_features for t in transforms]).csr()
+
+    def sorted_block(indptr, columns, values, width):
+        block = sp.csr_matrix((values, columns, indptr), shape=(len(texts), width))
+        block.sort_indices()
+        return block
+
+    parts = [sorted_block(*b, t.n_features) for b, t in zip(blocks, transforms, strict=True)]
+    reference = parts[0] if n_blocks == 1 else unit_rows(sp.hstack(parts, format="csr"))
+    np.testing.assert_array_equal(fast.indptr, reference.indptr)
+    np.testing.assert_array_equal(fast.indices, reference.indices)
+    np.testing.assert_array_equal(fast.data, reference.data)
+    assert fast.data.dtype == np.float32 and fast.has_sorted_indices

@@ -69,6 +69,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
@@ -307,21 +308,52 @@ class FeatureRows:
         """The blocks' rows side by side (``widths``: their column counts), each row's columns sorted; more than one
         block: each row scaled to unit length again. The arithmetic of ``unit_rows(sp.hstack(...))`` on the
         blocks' sorted rows, so the same float32 values."""
-        offsets = np.cumsum([0, *widths[:-1]])
-        indptr = np.sum([b[0] for b in blocks], axis=0) if len(blocks) > 1 else blocks[0][0]
-        columns = np.concatenate([b[1] + offset for b, offset in zip(blocks, offsets, strict=True)])
-        values = np.concatenate([b[2] for b in blocks])
-        rows = np.concatenate([row_of_entries(b[0]) for b in blocks])
-        order = np.lexsort((columns, rows))
-        columns, values, rows = columns[order], values[order], rows[order]
+        indptr, columns, values = blocks[0]
+        offset = widths[0]
+        for (more_indptr, more_columns, more_values), width in zip(blocks[1:], widths[1:], strict=True):
+            indptr, columns, values = _side_by_side(indptr, columns, values, more_indptr, more_columns + offset,
+                                                    more_values)
+            offset += width
+        columns, values = columns.copy(), values.copy()
+        _sort_rows(indptr, columns, values)
         if len(blocks) > 1:
-            values = unit_values(values, rows, len(indptr) - 1)
+            values = unit_values(values, row_of_entries(indptr), len(indptr) - 1)
         return cls(indptr, columns, values, int(sum(widths)))
 
     def csr(self) -> sp.csr_matrix:
         out = sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self.indptr) - 1, self.n_features))
         out.has_sorted_indices = True
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _side_by_side(indptr_a: np.ndarray, columns_a: np.ndarray, values_a: np.ndarray, indptr_b: np.ndarray,
+                  columns_b: np.ndarray, values_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two CSR blocks of the same rows as one: each row's entries of ``a``, then those of ``b``."""
+    n = indptr_a.shape[0] - 1
+    indptr = indptr_a + indptr_b
+    columns = np.empty(indptr[n], np.int64)
+    values = np.empty(indptr[n], values_a.dtype)
+    for i in range(n):
+        at = indptr[i]
+        for e in range(indptr_a[i], indptr_a[i + 1]):
+            columns[at], values[at] = columns_a[e], values_a[e]
+            at += 1
+        for e in range(indptr_b[i], indptr_b[i + 1]):
+            columns[at], values[at] = columns_b[e], values_b[e]
+            at += 1
+    return indptr, columns, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_rows(indptr: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+    """Sort each CSR row's entries by column, in place (a row's columns are distinct)."""
+    for i in range(indptr.shape[0] - 1):
+        start, end = indptr[i], indptr[i + 1]
+        if end - start > 1:
+            order = np.argsort(columns[start:end])
+            columns[start:end] = columns[start:end][order]
+            values[start:end] = values[start:end][order]
 
 
 def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
