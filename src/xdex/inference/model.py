@@ -117,9 +117,9 @@ class DualEncoderModel:
         table = self._label_table
         if table is None:  # the plain array under a memory map: indexing it skips np.memmap's wrapping
             table = self._label_table = np.asarray(self.label_embeddings)
+        if added_vectors is None or not len(added_vectors):  # every row is a trained label's
+            return np.asarray(table[rows], dtype=np.float32)
         trained = np.asarray(table[np.minimum(rows, n - 1)], dtype=np.float32)
-        if added_vectors is None or not len(added_vectors):
-            return trained
         added = added_vectors[np.clip(rows - n, 0, len(added_vectors) - 1)]
         return np.where((rows >= n)[..., None], added, trained)
 
