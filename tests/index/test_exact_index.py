@@ -62,6 +62,26 @@ def test_one_pass_top_k_equals_top_k_ties_included(k):
     assert few_values.dtype == np.float32 and few_columns.dtype == np.int64
 
 
+def test_many_queries_rank_alike_in_one_chunk_and_in_small_chunks():
+    """More than FEW_QUERIES queries in one chunk take torch's top-k, smaller chunks the one-pass top-k."""
+    from xdex.index.exact import FEW_QUERIES
+
+    rng = np.random.default_rng(6)
+    items = rng.integers(-2, 3, (90, 6)).astype(np.float32)  # integer scores: ties, exact sums
+    queries = rng.integers(-2, 3, (FEW_QUERIES + 44, 6)).astype(np.float32)
+    results = []
+    for chunk_queries in (len(queries), 50):
+        index = ExactIndex(6, chunk_queries=chunk_queries, chunk_items=40)
+        index.add(items)
+        results.append(index.search(queries, 7))
+    (scores_a, ids_a), (scores_b, ids_b) = results
+    np.testing.assert_array_equal(ids_a, ids_b)
+    np.testing.assert_array_equal(scores_a, scores_b)
+    expected_scores, expected_ids = brute_force(items, np.arange(90), queries, 7)
+    np.testing.assert_array_equal(ids_a, expected_ids)
+    np.testing.assert_array_equal(scores_a, expected_scores)
+
+
 @pytest.mark.parametrize("metric", ["ip", "cosine"])
 @pytest.mark.parametrize("chunks", [(7, 10), (1, 1), (1000, 1000), (4, 103)])
 def test_matches_brute_force(metric, chunks):

@@ -17,7 +17,9 @@ from xdex.index.storage import load_array, save_array, write_meta
 
 CHUNK_QUERIES = 1024
 CHUNK_ITEMS = 8192
-FEW_QUERIES = 16  # up to this many queries, each row's top k is picked in one compiled pass (top_k_few)
+FEW_QUERIES = 256  # up to this many queries (a served text, a micro-batch, a chunk of the ranking stage), each
+# row's top k is picked in one compiled pass (top_k_few): 0.4 / 1.9 ms against torch's 8 ms for 64 / 256 rows of
+# 7,155 scores on a busy 2-core machine; larger chunks (mining) keep torch's parallel top-k
 
 
 def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,8 +43,9 @@ def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def top_k_few(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`top_k` of a float32 numpy array in one pass over each row (compiled): the same ``k`` scores and
-    columns (all of them where a row is shorter), ties to the lower column, best first. For a few rows it saves
-    ``top_k``'s dozen small calls, which cost more than the pass itself (a served single text)."""
+    columns (all of them where a row is shorter), ties to the lower column, best first. For one row it saves
+    ``top_k``'s dozen small calls, which cost more than the pass itself (a served single text); for a few hundred
+    rows it is faster than torch's parallel top-k on a busy machine (:data:`FEW_QUERIES`)."""
     return _top_k_rows(np.ascontiguousarray(scores, np.float32), min(k, scores.shape[1]))
 
 
