@@ -20,20 +20,19 @@ from xdex.ranking.fusion import (
 
 
 def reference_candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
-               dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
-               prior: np.ndarray, n_known: int) -> Candidates:
+                         dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
+                         prior: np.ndarray, n_known: int, more_ids: np.ndarray | None = None) -> Candidates:
     """The array expressions that :func:`candidates` replaced (the reference): the union of the dense shortlist
-    ``[n, Kl]`` (both best first, -1 padded) with their features.
-
-    ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
-    shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
-    ``[n_known]`` the labels' priors; labels at rows >= ``n_known`` were added after training.
-    """
+    ``[n, Kd]``, the lexical shortlist ``[n, Kl]`` and another channel's ``[n, Km]`` with their features."""
     n, kd = dense_ids.shape
     kl = lexical_ids.shape[1]
     in_dense = (lexical_ids[:, :, None] == dense_ids[:, None, :]) & (lexical_ids[:, :, None] >= 0)  # [n, Kl, Kd]
     lexical_new = (lexical_ids >= 0) & ~in_dense.any(axis=2)
     ids = np.concatenate([dense_ids, np.where(lexical_new, lexical_ids, -1)], axis=1)  # [n, Kd + Kl]
+    if more_ids is not None and more_ids.shape[1]:
+        seen = (more_ids[:, :, None] == ids[:, None, :]).any(axis=2) | (more_ids < 0)
+        ids = np.concatenate([ids, np.where(seen, -1, more_ids)], axis=1)  # [n, Kd + Kl + Km]
+    km = ids.shape[1] - kd - kl
     valid = ids >= 0
     rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
     safe = np.where(valid, ids, 0)
@@ -44,15 +43,16 @@ def reference_candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical
         heads = np.zeros((*ids.shape, 2), np.float32)
     best_dense = np.where(valid, dense, -np.inf).max(axis=1, initial=-np.inf)[:, None]
     dense_rank = np.where(dense_ids >= 0, 1.0 / (2.0 + np.arange(kd, dtype=np.float32)), 0.0)
-    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl), np.float32)], axis=1)
+    dense_rrank = np.concatenate([dense_rank, np.zeros((n, kl + km), np.float32)], axis=1)
 
     lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
     lex_rank = np.where(lexical_ids >= 0, 1.0 / (2.0 + np.arange(kl, dtype=np.float32)), 0.0).astype(np.float32)
     # the lexical features of the dense candidates: from the matching lexical entry, if any
     match = in_dense.transpose(0, 2, 1)  # [n, Kd, Kl]
-    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores], axis=1)
-    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank], axis=1)
-    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0], axis=1).astype(np.float32)
+    none = np.zeros((n, km), np.float32)  # the other channel's own candidates are in no lexical shortlist
+    lexical = np.concatenate([(match * lex_scores[:, None, :]).sum(axis=2), lex_scores, none], axis=1)
+    lexical_rrank = np.concatenate([(match * lex_rank[:, None, :]).sum(axis=2), lex_rank, none], axis=1)
+    in_lexical = np.concatenate([match.any(axis=2), lexical_ids >= 0, none], axis=1).astype(np.float32)
     best_lexical = lex_scores.max(axis=1, initial=0.0)[:, None]
     log_lexical = np.where(in_lexical > 0, np.log(np.maximum(lexical, LOG_FLOOR)), 0.0)
     log_best = np.log(np.maximum(best_lexical, LOG_FLOOR))
@@ -64,6 +64,7 @@ def reference_candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical
         lexical, np.where(in_lexical > 0, lexical - best_lexical, 0.0), lexical_rrank, in_lexical,
         label_prior, heads[..., 0], heads[..., 1],
         log_lexical, np.where(in_lexical > 0, log_lexical - log_best, 0.0),
+        *np.zeros((len(FEATURES) - 12, *ids.shape), np.float32),
     ], axis=2).astype(np.float32)
     features[~valid] = 0.0
     return Candidates(ids, features)
@@ -83,8 +84,9 @@ def shortlists(rng: np.random.Generator, n: int, kd: int, kl: int, n_labels: int
     return dense.astype(np.int64), lexical.astype(np.int64), scores
 
 
+@pytest.mark.parametrize("more", [False, True])
 @pytest.mark.parametrize("two_heads", [False, True])
-def test_candidates_equal_the_array_expressions(two_heads):
+def test_candidates_equal_the_array_expressions(two_heads, more):
     rng = np.random.default_rng(7)
     n, n_labels, n_known = 60, 30, 26  # labels 26-29 were added after training
     dense, lexical, scores = shortlists(rng, n, 6, 5, n_labels)
@@ -104,8 +106,15 @@ def test_candidates_equal_the_array_expressions(two_heads):
         return de[rows, ids] + clf[rows, ids], heads
 
     prior = rng.random(n_known).astype(np.float32)
-    fast = candidates(dense, lexical, scores, dense_score, prior, n_known)
-    slow = reference_candidates(dense, lexical, scores, dense_score, prior, n_known)
+    more_ids = None
+    if more:  # a third shortlist: labels of either shortlist, new labels, padding
+        more_ids = np.stack([rng.choice(n_labels, 4, replace=False) for _ in range(n)]).astype(np.int64)
+        more_ids[::3, 0], more_ids[::5, -1] = dense[::3, 0], -1
+        more_ids[1::3, 1] = np.where(lexical[1::3, 0] >= 0, lexical[1::3, 0], 0)
+    fast = candidates(dense, lexical, scores, dense_score, prior, n_known, more_ids)
+    slow = reference_candidates(dense, lexical, scores, dense_score, prior, n_known, more_ids)
+    if more:
+        assert fast.ids.shape[1] == 15 and (fast.ids[:, 11:] >= 0).any() and (fast.ids[::3, 11] == -1).all()
     np.testing.assert_array_equal(fast.ids, slow.ids)
     assert fast.features.dtype == slow.features.dtype == np.float32
     np.testing.assert_array_equal(fast.features, slow.features)

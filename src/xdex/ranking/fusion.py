@@ -62,9 +62,11 @@ class Candidates:
 
 def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: np.ndarray,
                dense_score: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
-               prior: np.ndarray, n_known: int) -> Candidates:
+               prior: np.ndarray, n_known: int, more_ids: np.ndarray | None = None) -> Candidates:
     """The union of the dense shortlist ``dense_ids`` ``[n, Kd]`` and the lexical shortlist ``lexical_ids``
-    ``[n, Kl]`` (both best first, -1 padded) with their features.
+    ``[n, Kl]`` (both best first, -1 padded) with their features; ``more_ids`` ``[n, Km]``: a shortlist of another
+    channel, whose labels not already candidates are added after them with the dense features and prior alone
+    (the other channel's own features are left at 0 for its caller to fill in).
 
     ``dense_score(rows, ids)`` gives the dense inner products of texts ``rows`` with labels ``ids`` (same
     shape) and, for a network with two heads, each head's share (one more axis of 2), else None; ``prior``
@@ -75,14 +77,15 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     """
     dense_ids = np.ascontiguousarray(dense_ids, np.int64)
     lexical_ids = np.ascontiguousarray(lexical_ids, np.int64)
-    ids, match = _union(dense_ids, lexical_ids)
+    more = np.full((len(dense_ids), 0), -1, np.int64) if more_ids is None else np.ascontiguousarray(more_ids, np.int64)
+    ids, match = _union(dense_ids, lexical_ids, more)
     valid = ids >= 0
     rows = np.broadcast_to(np.arange(len(ids))[:, None], ids.shape)
     total, heads = dense_score(rows, np.where(valid, ids, 0))
     lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
     best_lexical = lex_scores.max(axis=1, initial=0.0)
     features = _features(
-        ids, match, dense_ids.shape[1], np.ascontiguousarray(total, np.float32),
+        ids, match, dense_ids.shape[1], lexical_ids.shape[1], np.ascontiguousarray(total, np.float32),
         None if heads is None else np.ascontiguousarray(heads, np.float32), lex_scores, best_lexical,
         np.log(np.maximum(lex_scores, LOG_FLOOR)), np.log(np.maximum(best_lexical, LOG_FLOOR)),
         np.ascontiguousarray(prior, np.float32), n_known, len(FEATURES))
@@ -90,12 +93,13 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
 
 
 @numba.njit(cache=True, nogil=True)
-def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The candidate ids ``[n, Kd + Kl]``: the dense shortlist, then the lexical labels not in it (-1 in their
-    place), and for each dense candidate the position of its label in the lexical shortlist (-1: not in it)."""
+def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray, more_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate ids ``[n, Kd + Kl + Km]``: the dense shortlist, then the lexical labels not in it, then the
+    labels of ``more_ids`` in neither (-1 in the place of a label already there), and for each dense candidate
+    the position of its label in the lexical shortlist (-1: not in it)."""
     n, kd = dense_ids.shape
-    kl = lexical_ids.shape[1]
-    ids = np.full((n, kd + kl), -1, np.int64)
+    kl, km = lexical_ids.shape[1], more_ids.shape[1]
+    ids = np.full((n, kd + kl + km), -1, np.int64)
     match = np.full((n, kd), -1, np.int64)
     for i in range(n):
         for c in range(kd):
@@ -112,11 +116,19 @@ def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray) -> tuple[np.ndarray, 
                     seen = True
             if not seen:
                 ids[i, kd + j] = label
+        for j in range(km):
+            label = more_ids[i, j]
+            seen = label < 0
+            for c in range(kd + kl):
+                if ids[i, c] == label:
+                    seen = True
+            if not seen:
+                ids[i, kd + kl + j] = label
     return ids, match
 
 
 @numba.njit(cache=True, nogil=True)
-def _features(ids: np.ndarray, match: np.ndarray, kd: int, total: np.ndarray, heads: np.ndarray | None,
+def _features(ids: np.ndarray, match: np.ndarray, kd: int, kl: int, total: np.ndarray, heads: np.ndarray | None,
               lex_scores: np.ndarray, best_lexical: np.ndarray, log_lex: np.ndarray, log_best: np.ndarray,
               prior: np.ndarray, n_known: int, n_features: int) -> np.ndarray:
     """The features of :data:`FEATURES` of each candidate (module docstring), float32 ``[n, C, F]``; 0 for an
@@ -137,11 +149,11 @@ def _features(ids: np.ndarray, match: np.ndarray, kd: int, total: np.ndarray, he
             f = out[i, c]
             f[0] = total[i, c]
             f[1] = total[i, c] - best_dense
-            j = -1
+            j = -1  # the candidate's place in the lexical shortlist
             if c < kd:
                 f[2] = one / (two + np.float32(c))
                 j = match[i, c]
-            else:
+            elif c < kd + kl:
                 j = c - kd
             if j >= 0:
                 f[3] = lex_scores[i, j]
