@@ -215,10 +215,11 @@ def test_other_format_version_is_refused(saved, tmp_path):
         LexicalModel.load(folder)
 
 
-@pytest.mark.parametrize("classifier", ["omikuji-bonsai", "omikuji-parabel"])
-def test_omikuji_roundtrip(demo, tmp_path, classifier):
+@pytest.mark.parametrize(("classifier", "trees"), [("omikuji-bonsai", 1), ("omikuji-parabel", 1),
+                                                   ("omikuji-parabel", 3)])
+def test_omikuji_roundtrip(demo, tmp_path, classifier, trees):
     texts, labels = demo.train.texts[:800], demo.train.labels[:800]
-    config = LexicalConfig(classifier=classifier, trees=1, threads=2)
+    config = LexicalConfig(classifier=classifier, trees=trees, threads=2)
     model = LexicalModel(config).fit(texts, labels)
     model.save(tmp_path / "omikuji")
     loaded = LexicalModel.load(tmp_path / "omikuji")
@@ -227,11 +228,16 @@ def test_omikuji_roundtrip(demo, tmp_path, classifier):
     np.testing.assert_array_equal(a[1], b[1])
     assert (a[0][:, 0] >= 0).all() and (a[1][a[0] >= 0] <= 1).all()
     assert not list((tmp_path / "omikuji").rglob("*.pkl"))
-    x = loaded.features(texts[:50])  # the direct call of Omikuji's C function gives its Python API's answer
-    for i, found in enumerate(loaded._classifier.predict(x, 5)):
+    # the direct call of Omikuji's C function (on the calling thread, into arrays) gives its Python API's answer
+    x = loaded.feature_rows([*texts[:50], "", "qzxv"])  # two empty rows
+    ids, scores = loaded._classifier.top_k(x, 5)
+    for i in range(len(ids)):
         pairs = list(zip(x.indices[x.indptr[i]:x.indptr[i + 1]].tolist(), x.data[x.indptr[i]:x.indptr[i + 1]].tolist(),
                          strict=True))
-        assert found == loaded._classifier.model.predict(pairs, beam_size=max(config.beam, 5), top_k=5)
+        found = loaded._classifier.model.predict(pairs, beam_size=max(config.beam, 5), top_k=5) if pairs else []
+        kept = ids[i] >= 0
+        assert list(zip(ids[i][kept].tolist(), scores[i][kept].tolist(), strict=True)) == found
+        assert kept.sum() == len(found) and (scores[i][~kept] == -np.inf).all()
 
 
 def test_a_batch_split_over_threads_predicts_as_one_text_at_a_time(demo):

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.methods.ranker import scored_only
-from xdex.ranking.fusion import FEATURES, Candidates, candidates, with_candidates
+from xdex.ranking.fusion import FEATURES, Candidates, candidates
 from xdex.ranking.mentions import (
     MAX_WORDS,
     MENTION_FEATURES,
@@ -86,7 +86,7 @@ def test_labels_of_the_text_channels_join_the_candidates_once_after_the_other_sh
 
     found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, prior, 8)
     assert found.ids.tolist() == [[0, 1, -1, 2]]
-    more = with_candidates(found, np.array([[2, 5, 0, -1, 5, 6]]), dense_score, prior, 8)
+    more = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, prior, 8, np.array([[2, 5, 0, -1, 5, 6]]))
     assert more.ids.tolist() == [[0, 1, -1, 2, -1, 5, -1, -1, -1, 6]]
     column = {name: i for i, name in enumerate(FEATURES)}
     np.testing.assert_allclose(more.features[0, [5, 9], column["dense"]], [0.5, 0.6], rtol=1e-6)

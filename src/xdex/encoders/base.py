@@ -71,10 +71,13 @@ class Encoder(nn.Module, ABC):
         """Embeddings of all texts (float32, on the CPU), computed in eval mode.
 
         Texts are batched in order of length so that little padding is computed; rows come back in
-        the input order.
+        the input order. Texts that fit in one batch go through at once (a served text: no ordering, no switch
+        of the module's mode when it is in eval mode already).
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if 0 < len(tokens) <= batch_size and not self.training:  # one batch, in eval mode already: no ordering
+            return self(tokens).float().cpu()
         order = np.argsort(tokens.lengths, kind="stable")
         out = torch.empty(len(tokens), self.dim)
         was_training = self.training

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
@@ -16,6 +17,9 @@ from xdex.index.storage import load_array, save_array, write_meta
 
 CHUNK_QUERIES = 1024
 CHUNK_ITEMS = 8192
+FEW_QUERIES = 256  # up to this many queries (a served text, a micro-batch, a chunk of the ranking stage), each
+# row's top k is picked in one compiled pass (top_k_few): 0.4 / 1.9 ms against torch's 8 ms for 64 / 256 rows of
+# 7,155 scores on a busy 2-core machine; larger chunks (mining) keep torch's parallel top-k
 
 
 def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,6 +39,50 @@ def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
             columns[rows] = _first_columns(scores[rows], values[rows, k - 1 : k], k)
     ascending = np.sort(columns.numpy(), axis=1)
     return best_first(np.take_along_axis(scores.numpy(), ascending, axis=1), ascending)
+
+
+def top_k_few(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`top_k` of a float32 numpy array in one pass over each row (compiled): the same ``k`` scores and
+    columns (all of them where a row is shorter), ties to the lower column, best first. For one row it saves
+    ``top_k``'s dozen small calls, which cost more than the pass itself (a served single text); for a few hundred
+    rows it is faster than torch's parallel top-k on a busy machine (:data:`FEW_QUERIES`)."""
+    return _top_k_rows(np.ascontiguousarray(scores, np.float32), min(k, scores.shape[1]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best (score descending, then column ascending): the columns scanned in order, a sorted
+    buffer of the best so far, an entry taking a place only from a strictly lower score."""
+    n, width = scores.shape
+    top_scores = np.empty((n, k), np.float32)
+    top_columns = np.empty((n, k), np.int64)
+    for i in range(n):
+        size = 0
+        for j in range(width):
+            s = scores[i, j]
+            if size == k and not s > top_scores[i, k - 1]:
+                continue
+            at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
+            while at > 0 and top_scores[i, at - 1] < s:
+                top_scores[i, at], top_columns[i, at] = top_scores[i, at - 1], top_columns[i, at - 1]
+                at -= 1
+            top_scores[i, at], top_columns[i, at] = s, j
+            size = min(size + 1, k)
+    return top_scores, top_columns
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _row_products(items: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``queries @ items.T`` (float32), one item row at a time; the sums in another order than torch's product
+    (the scores may differ in the last bits)."""
+    out = np.empty((queries.shape[0], items.shape[0]), np.float32)
+    for i in range(items.shape[0]):
+        for r in range(queries.shape[0]):
+            total = np.float32(0.0)
+            for j in range(items.shape[1]):
+                total += items[i, j] * queries[r, j]
+            out[r, i] = total
+    return out
 
 
 def best_first(scores: np.ndarray, rows: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +120,13 @@ def exact_search(
             best_scores, best_rows = np.empty((len(q), 0), dtype=np.float32), np.empty((len(q), 0), dtype=np.int64)
             for i0 in range(0, len(items), chunk_items):
                 block = torch.from_numpy(np.require(items[i0 : i0 + chunk_items], requirements=["C", "W"]))
-                block_scores, block_rows = top_k(q @ block.T, min(k, len(items) - i0))
+                width = min(k, len(items) - i0)
+                if len(q) == 1:  # a served text: a compiled pass, faster than torch's product of one row
+                    block_scores, block_rows = top_k_few(_row_products(block.numpy(), q.numpy()), width)
+                elif len(q) <= FEW_QUERIES:
+                    block_scores, block_rows = top_k_few((q @ block.T).numpy(), width)
+                else:
+                    block_scores, block_rows = top_k(q @ block.T, width)
                 if i0 == 0:
                     best_scores, best_rows = block_scores, block_rows
                 else:  # the best so far hold lower rows than this block: first among equal scores

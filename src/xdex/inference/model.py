@@ -83,6 +83,7 @@ class DualEncoderModel:
     # network's own search
     channels: TextChannels | None = field(default=None, repr=False, compare=False)  # the ranker's text channels
     # over label_texts (mentions, sentence encoder), built here
+    _label_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.added_vectors is None:
@@ -112,16 +113,19 @@ class DualEncoderModel:
         one, or in a network's search mode) inner products of search vectors (OAK: its re-scored candidates)."""
         if self.channel is None or self.ranker is None:
             return self.net.rank(texts, self.index, k, added=self.added_vectors)
-        queries = self.embed_texts(texts) if self.channel == "fused" else None
+        queries = (lambda: self.embed_texts(texts)) if self.channel == "fused" else None
         return self.ranker.rank(texts, queries, self.index, self._label_vectors, k, self.added_vectors,
                                 self.channel, self.net.head_scores, self.channels)
 
     def _label_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The search vectors of label ``rows`` (any shape), trained or added."""
         n, added_vectors = self.n_trained, self.added_vectors
-        trained = np.asarray(self.label_embeddings[np.minimum(rows, n - 1)], dtype=np.float32)
-        if added_vectors is None or not len(added_vectors):
-            return trained
+        table = self._label_table
+        if table is None:  # the plain array under a memory map: indexing it skips np.memmap's wrapping
+            table = self._label_table = np.asarray(self.label_embeddings)
+        if added_vectors is None or not len(added_vectors):  # every row is a trained label's
+            return np.asarray(table[rows], dtype=np.float32)
+        trained = np.asarray(table[np.minimum(rows, n - 1)], dtype=np.float32)
         added = added_vectors[np.clip(rows - n, 0, len(added_vectors) - 1)]
         return np.where((rows >= n)[..., None], added, trained)
 

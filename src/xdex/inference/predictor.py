@@ -119,9 +119,9 @@ class Predictions(Ranking):
 
     @property
     def labels(self) -> list[list[ScoredLabel]]:
-        return [[ScoredLabel(int(j), self.label_ids[j], self.label_texts[j], float(s))
-                 for j, s in zip(row, scores, strict=True) if j != PAD]
-                for row, scores in zip(self.indices, self.scores, strict=True)]
+        ids, texts = self.label_ids, self.label_texts  # rows and scores as Python numbers: one conversion each
+        return [[ScoredLabel(j, ids[j], texts[j], s) for j, s in zip(row, scores, strict=True) if j != PAD]
+                for row, scores in zip(self.indices.tolist(), self.scores.tolist(), strict=True)]
 
 
 @dataclass(frozen=True)

@@ -83,5 +83,7 @@ def table_scores(table: torch.Tensor, queries: np.ndarray, ids: np.ndarray, vect
     ``[n, C, d]``."""
     stored = table.detach().float().cpu().numpy()
     known = ids < len(stored)
+    if known.all():  # no added label among them: the stored rows alone
+        return np.einsum("ncd,nd->nc", stored[ids], queries)
     rows = np.where(known[..., None], stored[np.where(known, ids, 0)], vectors)
     return np.einsum("ncd,nd->nc", rows, queries)

@@ -61,6 +61,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
@@ -216,12 +218,27 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+_POOLS: dict[str, tuple[ThreadPoolExecutor, int]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def thread_pool(name: str) -> ThreadPoolExecutor:
+    """The process's pool of ``name`` threads, one per core, started at first use and kept (a forked child starts
+    its own). A task of one pool may wait on tasks of another, never of its own."""
+    with _POOLS_LOCK:
+        pool, pid = _POOLS.get(name, (None, 0))
+        if pool is None or pid != os.getpid():
+            pool = ThreadPoolExecutor(cores(), thread_name_prefix=f"xdex-{name}")
+            _POOLS[name] = pool, os.getpid()
+        return pool
+
+
 class TfidfTransform:
     """A fitted ``TfidfVectorizer``'s ``transform`` (sublinear tf, idf, unit rows) without its per-call checks.
 
     The same analyzer, vocabulary and idf, so the same rows (tested against scikit-learn); written here because
-    scikit-learn's input validation costs more than the transform of one short text, which is what a served
-    prediction asks for.
+    scikit-learn's input validation and sparse-matrix assembly cost more than the transform of one short text,
+    which is what a served prediction asks for.
     """
 
     def __init__(self, vectorizer: TfidfVectorizer) -> None:
@@ -230,14 +247,17 @@ class TfidfTransform:
         self.idf = np.asarray(vectorizer.idf_, np.float64)
         self.n_features = len(self.vocabulary)
 
-    def __call__(self, texts: Sequence[str]) -> sp.csr_matrix:
+    def rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(indptr, columns, values)`` of the unit-length TF-IDF rows of ``texts``: CSR arrays (int64, int64,
+        float32) whose columns are in the order of their terms' first occurrence in the text."""
         indptr: list[int] = [0]
         indices: list[int] = []
         counts: list[int] = []
+        lookup, analyze = self.vocabulary.get, self.analyze
         for text in texts:
             row: dict[int, int] = {}
-            for term in self.analyze(text):
-                j = self.vocabulary.get(term)
+            for term in analyze(text):
+                j = lookup(term)
                 if j is not None:
                     row[j] = row.get(j, 0) + 1
             indices.extend(row)
@@ -245,18 +265,95 @@ class TfidfTransform:
             indptr.append(len(indices))
         columns = np.asarray(indices, np.int64)
         values = (1.0 + np.log(np.asarray(counts, np.float64))) * self.idf[columns]  # sublinear tf x idf
-        return unit_rows(sp.csr_matrix((values, columns, np.asarray(indptr, np.int64)),
-                                       shape=(len(texts), self.n_features)))
+        offsets = np.asarray(indptr, np.int64)
+        return offsets, columns, unit_values(values, row_of_entries(offsets), len(texts))
+
+    def __call__(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """The TF-IDF rows of ``texts`` (float32 CSR, sorted indices)."""
+        return FeatureRows.stacked([self.rows(texts)], [self.n_features]).csr()
+
+
+def row_of_entries(indptr: np.ndarray) -> np.ndarray:
+    """The row of each entry of CSR arrays with row offsets ``indptr``."""
+    return np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+
+
+def unit_values(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """``values`` (the entries of rows ``rows``) with each nonzero row scaled to unit length, as float32."""
+    norms = np.sqrt(np.bincount(rows, weights=np.square(values, dtype=np.float64), minlength=n_rows))
+    return (values / norms[rows]).astype(np.float32)
 
 
 def unit_rows(x: sp.csr_matrix) -> sp.csr_matrix:
     """``x`` with each nonzero row scaled to unit length, as float32 with sorted indices."""
-    rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
-    norms = np.sqrt(np.bincount(rows, weights=np.square(x.data, dtype=np.float64), minlength=x.shape[0]))
-    data = (x.data / norms[rows]).astype(np.float32)
-    out = sp.csr_matrix((data, x.indices, x.indptr), shape=x.shape)
+    out = sp.csr_matrix((unit_values(x.data, row_of_entries(x.indptr), x.shape[0]), x.indices, x.indptr),
+                        shape=x.shape)
     out.sort_indices()
     return out
+
+
+@dataclass
+class FeatureRows:
+    """Feature rows as CSR arrays, each row's columns ascending: ``indptr`` (int64, ``n + 1``), ``indices``
+    (int64), ``data`` (float32); ``n_features`` columns."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    n_features: int
+
+    @classmethod
+    def stacked(cls, blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], widths: Sequence[int]
+                ) -> FeatureRows:
+        """The blocks' rows side by side (``widths``: their column counts), each row's columns sorted; more than one
+        block: each row scaled to unit length again. The arithmetic of ``unit_rows(sp.hstack(...))`` on the
+        blocks' sorted rows, so the same float32 values."""
+        indptr, columns, values = blocks[0]
+        offset = widths[0]
+        for (more_indptr, more_columns, more_values), width in zip(blocks[1:], widths[1:], strict=True):
+            indptr, columns, values = _side_by_side(indptr, columns, values, more_indptr, more_columns + offset,
+                                                    more_values)
+            offset += width
+        columns, values = columns.copy(), values.copy()
+        _sort_rows(indptr, columns, values)
+        if len(blocks) > 1:
+            values = unit_values(values, row_of_entries(indptr), len(indptr) - 1)
+        return cls(indptr, columns, values, int(sum(widths)))
+
+    def csr(self) -> sp.csr_matrix:
+        out = sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self.indptr) - 1, self.n_features))
+        out.has_sorted_indices = True
+        return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _side_by_side(indptr_a: np.ndarray, columns_a: np.ndarray, values_a: np.ndarray, indptr_b: np.ndarray,
+                  columns_b: np.ndarray, values_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two CSR blocks of the same rows as one: each row's entries of ``a``, then those of ``b``."""
+    n = indptr_a.shape[0] - 1
+    indptr = indptr_a + indptr_b
+    columns = np.empty(indptr[n], np.int64)
+    values = np.empty(indptr[n], values_a.dtype)
+    for i in range(n):
+        at = indptr[i]
+        for e in range(indptr_a[i], indptr_a[i + 1]):
+            columns[at], values[at] = columns_a[e], values_a[e]
+            at += 1
+        for e in range(indptr_b[i], indptr_b[i + 1]):
+            columns[at], values[at] = columns_b[e], values_b[e]
+            at += 1
+    return indptr, columns, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_rows(indptr: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+    """Sort each CSR row's entries by column, in place (a row's columns are distinct)."""
+    for i in range(indptr.shape[0] - 1):
+        start, end = indptr[i], indptr[i + 1]
+        if end - start > 1:
+            order = np.argsort(columns[start:end])
+            columns[start:end] = columns[start:end][order]
+            values[start:end] = values[start:end][order]
 
 
 def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
@@ -276,7 +373,10 @@ def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None 
 # --- classifier back ends -----------------------------------------------------------------------------
 
 class _Classifier(Protocol):
-    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]: ...
+    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The library's top-``k`` labels of each row of ``x`` in its own order: ids (int64 ``[n, k]``) and
+        scores (float32), padded with ``-1`` / ``-inf`` (an empty row stays padded)."""
+        ...
 
 
 class _NapkinPLT:
@@ -320,8 +420,14 @@ class _NapkinPLT:
     def path(self) -> Path:
         return Path(self._folder.name)
 
-    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
-        return list(self.model.predict_proba(x, top_k=k))
+    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
+        ids, scores = _padded(x.indptr.size - 1, k)
+        rows = np.flatnonzero(np.diff(x.indptr) > 0)
+        if rows.size:
+            for row, predicted in zip(rows, self.model.predict_proba(x.csr()[rows], top_k=k), strict=True):
+                for j, (label, score) in enumerate(predicted[:k]):
+                    ids[row, j], scores[row, j] = label, score
+        return ids, scores
 
 
 class _Omikuji:
@@ -331,7 +437,6 @@ class _Omikuji:
         self.model = model
         self.beam = config.beam
         self.threads = cores()  # prediction: the texts of a batch split over every core
-        model.init_prediction_thread_pool(self.threads)
 
     @classmethod
     def fit(cls, x: sp.csr_matrix, y: list[list[int]], n_labels: int, config: LexicalConfig,
@@ -367,35 +472,54 @@ class _Omikuji:
         with _library_output_to_log("omikuji"):
             return cls(omikuji.Model.load(str(folder)), config)
 
-    def predict(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
-        """Omikuji's ``Model.predict`` of each row; a batch is split over the cores (Omikuji's C call releases
-        Python's lock, and its thread pool has a thread per core)."""
-        parts = min(self.threads, x.shape[0] // MIN_ROWS_PER_THREAD)
+    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Omikuji's ``Model.predict`` of each row; a batch is split over the cores, on threads kept for the next
+        batch (Omikuji's C call releases Python's lock)."""
+        n = x.indptr.size - 1
+        labels = np.zeros((n, k), np.uint32)
+        scores = np.full((n, k), -np.inf, np.float32)
+        found = np.zeros(n, np.int64)
+        parts = min(self.threads, n // MIN_ROWS_PER_THREAD)
         if parts <= 1:
-            return self._predict_rows(x, k)
-        bounds = [int(b) for b in np.linspace(0, x.shape[0], parts + 1)]
-        with ThreadPoolExecutor(parts) as pool:
-            done = pool.map(lambda b: self._predict_rows(x[bounds[b]:bounds[b + 1]], k), range(parts))
-            return [row for part in done for row in part]
+            self._predict_rows(x, k, 0, n, labels, scores, found)
+        else:
+            bounds = [int(b) for b in np.linspace(0, n, parts + 1)]
+            pool = thread_pool("omikuji")
+            done = [pool.submit(self._predict_rows, x, k, bounds[b], bounds[b + 1], labels, scores, found)
+                    for b in range(parts)]
+            for future in done:
+                future.result()
+        ids = np.where(np.arange(k) < found[:, None], labels.astype(np.int64), -1)
+        return ids, np.where(ids >= 0, scores, -np.inf).astype(np.float32)
 
-    def _predict_rows(self, x: sp.csr_matrix, k: int) -> list[list[tuple[int, float]]]:
-        """``Model.predict`` of each row, its C function called on the row's arrays directly: the Python wrapper
-        sorts, checks and copies each feature in a Python loop, which costs more than the tree search on long
-        texts (the rows of ``x`` have sorted, distinct, in-range columns already)."""
+    def _predict_rows(self, x: FeatureRows, k: int, start: int, end: int, labels: np.ndarray, scores: np.ndarray,
+                      found: np.ndarray) -> None:
+        """``Model.predict`` of rows ``start .. end - 1`` into those rows of ``labels``, ``scores`` and ``found``
+        (how many labels each got). Omikuji's C function is called on the arrays directly: the Python wrapper
+        sorts, checks and copies each feature in a Python loop (the rows of ``x`` have sorted, distinct,
+        in-range columns already). It is given no thread pool, so it searches on the calling thread (Omikuji's
+        C API runs on the caller when the pool is null, and a forest of several trees goes to rayon's own pool),
+        instead of handing every text to a pool thread and waiting."""
         from omikuji._libomikuji import ffi, lib
 
         beam = max(self.beam, k)
-        labels, scores = np.empty(k, np.uint32), np.empty(k, np.float32)
-        out_labels, out_scores = ffi.from_buffer("uint32_t[]", labels), ffi.from_buffer("float[]", scores)
-        indices, values = x.indices.astype(np.uint32), x.data.astype(np.float32, copy=False)
-        model, pool = self.model._model_ptr, self.model._thread_pool.ptr
-        out = []
-        for i in range(x.shape[0]):
-            start, end = x.indptr[i], x.indptr[i + 1]
-            found = lib.omikuji_predict(model, beam, end - start, ffi.from_buffer("uint32_t[]", indices[start:end]),
-                                        ffi.from_buffer("float[]", values[start:end]), k, out_labels, out_scores, pool)
-            out.append(list(zip(labels[:found].tolist(), scores[:found].tolist(), strict=True)))
-        return out
+        indices = np.ascontiguousarray(x.indices, np.uint32)
+        values = np.ascontiguousarray(x.data, np.float32)
+        if not indices.size:
+            return
+        index_ptr, value_ptr = ffi.from_buffer("uint32_t[]", indices), ffi.from_buffer("float[]", values)
+        label_ptr, score_ptr = ffi.from_buffer("uint32_t[]", labels), ffi.from_buffer("float[]", scores)
+        model, predict, null = self.model._model_ptr, lib.omikuji_predict, ffi.NULL
+        offsets = x.indptr[start:end + 1].tolist()
+        for i, (first, last) in enumerate(zip(offsets[:-1], offsets[1:], strict=True), start):
+            if last > first:
+                found[i] = predict(model, beam, last - first, index_ptr + first, value_ptr + first, k,
+                                   label_ptr + i * k, score_ptr + i * k, null)
+
+
+def _padded(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows of ``k`` padding ids (``-1``) and scores (``-inf``)."""
+    return np.full((n, k), -1, np.int64), np.full((n, k), -np.inf, np.float32)
 
 
 # --- the model ----------------------------------------------------------------------------------------------
@@ -426,12 +550,15 @@ class LexicalModel:
 
     def features(self, texts: Sequence[str]) -> sp.csr_matrix:
         """The TF-IDF rows of ``texts`` (float32 CSR, unit length or empty, sorted indices)."""
+        return self.feature_rows(texts).csr()
+
+    def feature_rows(self, texts: Sequence[str]) -> FeatureRows:
+        """:meth:`features` as CSR arrays, without building a sparse matrix (what prediction reads)."""
         if not self.vectorizers:
             raise RuntimeError("the lexical model is not fitted")
         if len(self._transforms) != len(self.vectorizers):
             self._transforms = [TfidfTransform(v) for v in self.vectorizers]
-        parts = [transform(texts) for transform in self._transforms]
-        return parts[0] if len(parts) == 1 else unit_rows(sp.hstack(parts, format="csr"))
+        return FeatureRows.stacked([t.rows(texts) for t in self._transforms], [t.n_features for t in self._transforms])
 
     def _fit_features(self, texts: Sequence[str]) -> sp.csr_matrix:
         blocks, self.share = choose_analyzer(texts, self.config)
@@ -501,17 +628,11 @@ class LexicalModel:
             raise RuntimeError("the lexical model is not fitted")
         if k < 1:
             raise ValueError(f"k must be positive, got {k}")
-        x = self.features(texts)
-        ids = np.full((len(texts), k), -1, dtype=np.int64)
-        scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
-        rows = np.flatnonzero(np.diff(x.indptr) > 0)
-        if rows.size:
-            for row, predicted in zip(rows, self._classifier.predict(x[rows], k), strict=True):
-                predicted = [(int(label), float(score)) for label, score in predicted if 0 <= label < self.n_labels]
-                predicted.sort(key=lambda pair: (-pair[1], pair[0]))
-                for j, (label, score) in enumerate(predicted[:k]):
-                    ids[row, j], scores[row, j] = label, score
-        return ids, scores
+        ids, scores = self._classifier.top_k(self.feature_rows(texts), k)
+        valid = (ids >= 0) & (ids < self.n_labels)
+        ids, scores = np.where(valid, ids, -1), np.where(valid, scores, -np.inf).astype(np.float32)
+        order = np.lexsort((ids, -scores, ~valid), axis=1)  # best first, ties to the lower id, padding last
+        return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
     # --- files
 

@@ -33,8 +33,8 @@ from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD, Ranking
 from xdex.ranking.channels import Evidence, TextChannels
 from xdex.ranking.encoder_channel import EncoderChannel
-from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates, with_candidates
-from xdex.ranking.lexical import LexicalModel
+from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates
+from xdex.ranking.lexical import LexicalModel, thread_pool
 from xdex.ranking.mentions import MentionIndex
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,8 @@ DENSE = "dense"  # the network's own ranking, without the stage
 SERVED = (*MODES, DENSE)  # what a model may serve by default
 HeadScores = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]  # Network.head_scores
 CHUNK = 256  # texts scored at a time: bounds the [texts, candidates, dim] gather of label vectors
+BESIDE = 32  # from this many texts on, the lexical shortlist is computed beside the dense queries (a handover
+# between threads costs more than it saves for a few texts)
 
 
 @dataclass
@@ -123,21 +125,25 @@ class Ranker:
             parts = heads(texts_queries, ids, vectors) if heads is not None else None
             return np.einsum("ncd,nd->nc", vectors, texts_queries), parts
 
-        found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
         if evidence is None or channels is None:
-            return found
-        found = with_candidates(found, channels.shortlists(evidence), dense_score, self.prior, n_known)
+            return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
+        found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known,
+                           channels.shortlists(evidence))
         for name, values in channels.features(evidence, found.ids).items():
             found.features[..., FEATURES.index(name)] = values
         return found
 
-    def rank(self, texts: Sequence[str], queries: np.ndarray | None, index: Index,
+    def rank(self, texts: Sequence[str], queries: np.ndarray | Callable[[], np.ndarray] | None, index: Index,
              label_vectors: Callable[[np.ndarray], np.ndarray], k: int, added: np.ndarray | None = None,
              mode: str = "fused", heads: HeadScores | None = None, channels: TextChannels | None = None
              ) -> Ranking:
         """Top-``k`` labels of each text by fused score (``mode="fused"``; ``queries`` are the texts' dense query
-        vectors; ``heads`` and ``channels`` as in :meth:`candidates`) or by the lexical channel alone
-        (``"lexical"``; ``queries`` unused)."""
+        vectors, or a function that computes them; ``heads`` and ``channels`` as in :meth:`candidates`) or by the
+        lexical channel alone (``"lexical"``; ``queries`` unused).
+
+        For :data:`BESIDE` texts or more, the lexical shortlist is computed on another thread while ``queries()``
+        runs (Omikuji's search and torch's work both leave Python's lock), and the chunks of a large batch are ranked
+        side by side."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "lexical":
@@ -145,14 +151,25 @@ class Ranker:
             return Ranking(ids, scores)
         if queries is None or self.fusion is None:
             raise ValueError("the fused ranking needs the texts' dense query vectors and a fitted fusion")
-        parts = []
-        for start in range(0, len(texts), CHUNK):
-            end = min(start + CHUNK, len(texts))
-            found = self.candidates(texts[start:end], queries[start:end], index, label_vectors, added, k, heads=heads,
-                                    channels=channels)
-            parts.append(top_k(found, self.fusion.score(found, len(self.prior)), k))
-        if not parts:
+        if not len(texts):
             return Ranking(np.full((0, k), PAD, np.int64), np.full((0, k), -np.inf, np.float32))
+        fusion, pool = self.fusion, thread_pool("ranker")  # its tasks wait on Omikuji's pool, never on their own
+        if callable(queries) and len(texts) >= BESIDE:
+            lexical = pool.submit(self.lexical_shortlist, texts)
+            vectors = queries()
+            ids, scores = lexical.result()
+        else:
+            ids, scores = self.lexical_shortlist(texts)
+            vectors = queries() if callable(queries) else queries
+
+        def chunk(start: int) -> Ranking:
+            end = min(start + CHUNK, len(texts))
+            found = self.candidates(texts[start:end], vectors[start:end], index, label_vectors, added, k,
+                                    (ids[start:end], scores[start:end]), heads, channels)
+            return top_k(found, fusion.score(found, len(self.prior)), k)
+
+        starts = range(0, len(texts), CHUNK)
+        parts = list(pool.map(chunk, starts)) if len(starts) > 1 else [chunk(s) for s in starts]
         return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
 
     # -- persistence ------------------------------------------------------------------------------
