@@ -392,8 +392,8 @@ FORMS = ("trees", "linear")  # how a trained label's features are combined: Tree
 
 class LogisticFusion:
     """The fused score of a candidate (module docstring): a trained label's from every feature (boosted trees or a
-    linear model), a label added after training from its dense and mention features (linear); both are log-odds of
-    relevance, so they rank together."""
+    linear model), a label added after training from its dense, mention and encoder features (linear); both are
+    log-odds of relevance, so they rank together."""
 
     def __init__(self, trained: TreeFusion | LinearFusion, added: LinearFusion):
         self.trained = trained
