@@ -270,9 +270,8 @@ def test_concurrent_first_searches_after_adds_agree():
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda _, index=index: index.search(q, 4), range(8)))
         assert len(index) == 300 and index._consolidated()[0].shape == (300, 8)
-        for scores, ids in results:
-            np.testing.assert_array_equal(ids, expected[1])
-            np.testing.assert_array_equal(scores, expected[0])
+        for scores, ids in results:  # up to ties: a product may round differently on another thread
+            assert_same_ranking(ids, scores, expected[1], expected[0])
 
 
 def test_copies_and_pickles_search_alike():
