@@ -29,11 +29,6 @@ class Evidence:
     encoder_ids: np.ndarray | None = None
     best: np.ndarray | None = None
 
-    def __getitem__(self, rows: slice) -> Evidence:
-        """The evidence of texts ``rows``."""
-        return Evidence(None if self.mentions is None else self.mentions[rows],
-                        *(None if a is None else a[rows] for a in (self.vectors, self.encoder_ids, self.best)))
-
 
 @dataclass
 class TextChannels:
