@@ -59,6 +59,7 @@ def test_load_add_labels_save_and_search_modes(trained, tmp_path):
     assert isinstance(model, xdex.Model)
     keys = model.add_labels(["zebra quartz lantern"], keys=["new-1"])
     assert keys == ["new-1"] and model.label_ids[-1] == "new-1"
+    assert model.channels is None or model.channels.n_labels == len(model.label_ids)  # they read the new text too
     assert model.predict(["zebra quartz lantern"], k=1).labels[0][0].key == "new-1"  # zero-shot: its own text
     model.save(folder)
     again = xdex.Model.load(folder)

@@ -58,7 +58,7 @@ class Model(DualEncoderModel):
         trained = train_recipe(dataset, cfg, out, resume=resume)
         if trained is None:  # a rank other than 0 under torchrun
             raise RuntimeError("this process is not rank 0 of a torchrun job: rank 0 holds the model")
-        return cls(**{f.name: getattr(trained, f.name) for f in dataclasses.fields(trained)})
+        return cls(**{f.name: getattr(trained, f.name) for f in dataclasses.fields(trained) if f.init})
 
     def predict(self, texts: Sequence[str], k: int = 10) -> Predictions:
         """Top-``k`` labels of each text, best first: arrays for metrics, ``.labels`` for applications."""
@@ -70,4 +70,5 @@ class Model(DualEncoderModel):
         before = len(self.label_ids)
         grown = self.with_labels(texts, keys)
         self.label_ids, self.label_texts, self.added_vectors = grown.label_ids, grown.label_texts, grown.added_vectors
+        self.channels = grown.channels  # the text channels read the new labels' texts too
         return self.label_ids[before:]
