@@ -256,7 +256,7 @@ def report(command: str, records: list[dict], load: float, args: argparse.Namesp
         "PECOS is not run: libpecos needs numpy < 2.",
         "Each xdex model is scored in every ranking it offers (`--search`), all from one training run (same train s "
         "and peak MB): `RECIPE [MODE]` is the ranking the model serves by default, chosen on its validation "
-        "documents; `-fused` the ranking stage (dense and lexical candidates, fusion learnt on validation), "
+        "documents; `-fused` the ranking stage (dense, lexical and mention candidates, fusion learnt on validation), "
         "`-lexical` the stage's TF-IDF channel alone (Omikuji Bonsai on the training documents), `-dense` the "
         "network's own ranking without the stage; unidec-de / unidec-clf search with one UniDEC head alone (Table 5), "
         "dexa-de / dexa-clf with DEXA's Module I label embeddings or Module II classifiers alone (dexa-dense fuses "
