@@ -85,16 +85,15 @@ def prepare_ranker(run: Run) -> None:
         lexical = LexicalModel(lexical_config).fit(run.query_texts, run.train_labels)
         lexical.save(folder)
     run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
-    assert run.dataset is not None  # a pipeline run has its dataset
-    encoder = None
+    encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
     if config.encoder is not None:
-        encoder = EncoderChannel.fit(config.encoder, run.dataset.labels.texts)
+        encoder = EncoderChannel.fit(config.encoder, run.label_texts)
         log.info("encoder channel: %s, %d label texts embedded", config.encoder, encoder.n_labels)
     ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
                     lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates,
                     encoder=encoder, encoder_candidates=config.encoder_candidates if encoder is not None else 0)
     run.shared["ranker"] = ranker
-    run.shared["channels"] = ranker.text_channels(run.dataset.labels.texts)
+    run.shared["channels"] = ranker.text_channels(run.label_texts)
     if config.select_epoch:
         run.validation_scorer = validation_scorer(run, ranker)
 
