@@ -33,8 +33,9 @@ from typing import NamedTuple
 import numpy as np
 
 from xdex.metrics.ranking import PAD
+from xdex.ranking.lexical import TOKEN_PATTERN
 
-WORD = re.compile(r"(?u)\b\w+\b")  # the lexical channel's words (xdex.ranking.lexical.TOKEN_PATTERN)
+WORD = re.compile(TOKEN_PATTERN)  # the lexical channel's words
 BRACKETED = re.compile(r"\s*[(\[][^)\]]*[)\]]")
 MAX_WORDS = 8  # longer label texts are not looked for (rarely written out word for word)
 MENTION_FEATURES = ("mention", "mention_count", "mention_words", "mention_first", "mention_labels")
