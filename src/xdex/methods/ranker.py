@@ -29,7 +29,7 @@ from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import PAD, Ranking, positive_csr, remove_pairs
-from xdex.ranking.encoder_channel import EncoderChannel
+from xdex.ranking.encoder_channel import EncoderChannel, sentence_encoder
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
 from xdex.ranking.ranker import Ranker, top_k
@@ -55,12 +55,7 @@ def check_ranker(config: RecipeConfig) -> None:
     if not section.fusion_c > 0:
         raise ValueError(f"ranker.fusion_c must be > 0, not {section.fusion_c}")
     if section.encoder is not None:
-        from xdex.encoders.packaged import PRETRAINED
-
-        if section.encoder not in PRETRAINED or PRETRAINED[section.encoder].kind != "transformer":
-            transformers = [name for name, model in PRETRAINED.items() if model.kind == "transformer"]
-            raise ValueError(f"ranker.encoder must be null or a packaged sentence encoder ({', '.join(transformers)}), "
-                             f"not {section.encoder!r}")
+        sentence_encoder(section.encoder)
         if section.encoder_candidates < 0:
             raise ValueError("ranker.encoder_candidates must be >= 0")
     try:

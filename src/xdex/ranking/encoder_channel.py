@@ -27,6 +27,7 @@ import torch
 
 from xdex.atomic import atomic_write_bytes
 from xdex.encoders.base import Encoder
+from xdex.encoders.packaged import PRETRAINED, PackagedModel, model_dir, source_name
 from xdex.jsonfile import read_json, write_json
 from xdex.metrics.ranking import PAD
 
@@ -96,8 +97,6 @@ class EncoderChannel:
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path, n_labels: int) -> None:
         """Write ``folder`` with the vectors of the first ``n_labels`` labels (the trained ones)."""
-        from xdex.encoders.packaged import packaged_model, source_name
-
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
@@ -105,7 +104,7 @@ class EncoderChannel:
         atomic_write_bytes(folder / "label_vectors.npy", buffer.getvalue())
         write_json(folder / "channel.json", {"format": FORMAT, "version": VERSION, "encoder": self.name,
                                              "max_length": MAX_LENGTH,
-                                             "weights": source_name(packaged_model(self.name))})
+                                             "weights": source_name(sentence_encoder(self.name))})
 
     @classmethod
     def load(cls, folder: str | Path, n_labels: int) -> EncoderChannel:
@@ -129,14 +128,20 @@ class EncoderChannel:
         return cls(name, vectors)
 
 
+def sentence_encoder(name: str) -> PackagedModel:
+    """The packaged transformer called ``name``; any other name is refused, naming those there are."""
+    if name not in PRETRAINED or PRETRAINED[name].kind != "transformer":
+        transformers = [known for known, model in PRETRAINED.items() if model.kind == "transformer"]
+        raise ValueError(f"ranker.encoder must be null or a packaged sentence encoder ({', '.join(transformers)}), "
+                         f"not {name!r}")
+    return PRETRAINED[name]
+
+
 def build_encoder(name: str) -> Encoder:
     """The packaged transformer ``name`` with mean pooling, bf16 where the CPU computes in it."""
-    from xdex.encoders.packaged import model_dir, packaged_model
-    from xdex.encoders.transformer import Transformer, cpu_has_bf16
+    from xdex.encoders.transformer import Transformer, cpu_has_bf16  # transformers loads only when it is used
 
-    model = packaged_model(name)
-    if model.kind != "transformer":
-        raise ValueError(f"ranker.encoder must name a packaged transformer (minilm), not {name!r}, a {model.kind}")
-    encoder = Transformer(model_dir(model), pooling="mean", max_length=MAX_LENGTH, bf16=cpu_has_bf16())
+    encoder = Transformer(model_dir(sentence_encoder(name)), pooling="mean", max_length=MAX_LENGTH,
+                          bf16=cpu_has_bf16())
     encoder.eval()
     return encoder
