@@ -79,10 +79,15 @@ class Ranker:
             return np.full((n, 0), PAD, np.int64), np.zeros((n, 0), np.float32)
         return self.lexical.predict(list(texts), self.lexical_candidates)
 
+    @property
+    def reads_label_texts(self) -> bool:
+        """Whether the ranker has a channel that reads the label texts (mentions, a sentence encoder)."""
+        return bool(self.mention_candidates) or self.encoder is not None
+
     def text_channels(self, label_texts: Sequence[str], known: TextChannels | None = None) -> TextChannels | None:
         """The mention and encoder channels over a catalogue's ``label_texts`` (the trained labels, then any added
         later), None where the ranker has neither. ``known``: channels over the first labels, extended."""
-        if not self.mention_candidates and self.encoder is None:
+        if not self.reads_label_texts:
             return None
         covered = known.n_labels if known is not None else None
         if known is not None and covered is not None and covered <= len(label_texts):
@@ -115,7 +120,7 @@ class Ranker:
                 dense = with_added(dense, queries, added, n_known, width)
             dense_ids = dense.indices
         lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
-        if evidence is None and (self.mention_candidates or self.encoder is not None):
+        if evidence is None and self.reads_label_texts:
             if channels is None:
                 raise ValueError("this ranker's mention or encoder channel needs the channels of the label texts")
             evidence = channels.read(texts)
