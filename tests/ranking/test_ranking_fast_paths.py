@@ -229,7 +229,14 @@ def test_stacked_rows_equal_scipys_stacking_to_the_bit(n_blocks):
     by scipy, each row scaled to unit length again (texts with unicode, repeats, no feature at all)."""
     import scipy.sparse as sp
 
-    from xdex.ranking.lexical import FeatureRows, LexicalConfig, TfidfTransform, _vectorizer, unit_rows
+    from xdex.ranking.lexical import (
+        FeatureRows,
+        LexicalConfig,
+        TfidfTransform,
+        _vectorizer,
+        row_of_entries,
+        unit_values,
+    )
 
     train = ["alpha beta beta", "beta gamma", "Ünïcode wörds ß", "gamma delta alpha", "straße café déjà"]
     texts = [*train, "", "zzz", "alpha alpha alpha beta", "wörds café gamma ß ß"]
@@ -243,6 +250,12 @@ def test_stacked_rows_equal_scipys_stacking_to_the_bit(n_blocks):
         block = sp.csr_matrix((values, columns, indptr), shape=(len(texts), width))
         block.sort_indices()
         return block
+
+    def unit_rows(x):  # each nonzero row scaled to unit length, float32, sorted indices
+        out = sp.csr_matrix((unit_values(x.data, row_of_entries(x.indptr), x.shape[0]), x.indices, x.indptr),
+                            shape=x.shape)
+        out.sort_indices()
+        return out
 
     parts = [sorted_block(*b, t.n_features) for b, t in zip(blocks, transforms, strict=True)]
     reference = parts[0] if n_blocks == 1 else unit_rows(sp.hstack(parts, format="csr"))

@@ -284,14 +284,6 @@ def unit_values(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray
     return (values / norms[rows]).astype(np.float32)
 
 
-def unit_rows(x: sp.csr_matrix) -> sp.csr_matrix:
-    """``x`` with each nonzero row scaled to unit length, as float32 with sorted indices."""
-    out = sp.csr_matrix((unit_values(x.data, row_of_entries(x.indptr), x.shape[0]), x.indices, x.indptr),
-                        shape=x.shape)
-    out.sort_indices()
-    return out
-
-
 @dataclass
 class FeatureRows:
     """Feature rows as CSR arrays, each row's columns ascending: ``indptr`` (int64, ``n + 1``), ``indices``
@@ -306,8 +298,8 @@ class FeatureRows:
     def stacked(cls, blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], widths: Sequence[int]
                 ) -> FeatureRows:
         """The blocks' rows side by side (``widths``: their column counts), each row's columns sorted; more than one
-        block: each row scaled to unit length again. The arithmetic of ``unit_rows(sp.hstack(...))`` on the
-        blocks' sorted rows, so the same float32 values."""
+        block: each row scaled to unit length again (:func:`unit_values`). The same float32 values as stacking the
+        blocks' sorted rows with scipy and scaling the stacked rows (tested)."""
         indptr, columns, values = blocks[0]
         offset = widths[0]
         for (more_indptr, more_columns, more_values), width in zip(blocks[1:], widths[1:], strict=True):
