@@ -78,6 +78,18 @@ def test_bf16_autocast_is_close_to_fp32(model_dir):
         assert torch.equal(fp32(tokens), b)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bf16_autocast_on_a_gpu_is_close_to_fp32_on_the_cpu(model_dir):
+    cpu = Transformer(model_dir).eval()
+    gpu = Transformer(model_dir, bf16=True).eval().to("cuda")
+    tokens = cpu.tokenize(CORPUS[:4])
+    a, b = cpu(tokens), gpu(tokens)  # the encoder moves the ids to its device
+    assert b.device.type == "cuda" and b.dtype == torch.float32
+    assert F.cosine_similarity(a, b.cpu()).min() > 0.99
+    b.sum().backward()  # the backward pass runs under the GPU's bf16 autocast too
+    assert gpu.model.embeddings.word_embeddings.weight.grad is not None
+
+
 def test_gradients_reach_the_model(model_dir):
     encoder = Transformer(model_dir)
     encoder(encoder.tokenize(CORPUS[:2])).sum().backward()
