@@ -38,8 +38,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _entry(rank: int, fn, port: int, out: Path, backend: str, world: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+def _entry(rank: int, fn, port: int, out: Path, backend: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(WORLD), RANK=str(rank),
                       LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
     assert dist.init_from_env(backend, timeout_minutes=2)
@@ -49,17 +49,17 @@ def _entry(rank: int, fn, port: int, out: Path, backend: str, world: int) -> Non
         dist.shutdown()
 
 
-def run_ranks(fn, out: Path, backend: str = "gloo", timeout: float = 150.0, world: int = WORLD) -> list[dict]:
-    """``fn(out)`` on ``world`` spawned ranks (2 by default); the results of each rank, in rank order."""
-    ctx = mp.start_processes(_entry, args=(fn, _free_port(), out, backend, world), nprocs=world, join=False,
+def run_ranks(fn, out: Path, backend: str = "gloo", timeout: float = 150.0) -> list[dict]:
+    """``fn(out)`` on 2 spawned ranks; the results of rank 0 and rank 1."""
+    ctx = mp.start_processes(_entry, args=(fn, _free_port(), out, backend), nprocs=WORLD, join=False,
                              start_method="spawn")
     deadline = time.monotonic() + timeout
     while not ctx.join(timeout=5):
         if time.monotonic() > deadline:
             for p in ctx.processes:
                 p.kill()
-            pytest.fail(f"{fn.__name__} on {world} ranks did not finish in {timeout:.0f} s")
-    return [torch.load(out / f"{fn.__name__}.{r}.pt", weights_only=False) for r in range(world)]
+            pytest.fail(f"{fn.__name__} on {WORLD} ranks did not finish in {timeout:.0f} s")
+    return [torch.load(out / f"{fn.__name__}.{r}.pt", weights_only=False) for r in range(WORLD)]
 
 
 # -- shared set-ups -------------------------------------------------------------------------------------
@@ -342,16 +342,10 @@ def _assert_trains_like_one_cpu_process(ranks: list[dict], tmp_path: Path) -> No
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_training_on_a_gpu_matches_the_cpu(tmp_path):
-    gpu = {name: _train(name, tmp_path / "gpu" / name, device="cuda") for name in ("triplet-dense", "decoupled-sparse")}
-    _assert_trains_like_one_cpu_process([gpu], tmp_path)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_one_gpu_rank_on_nccl_trains_like_one_cpu_process(tmp_path):
-    ranks = run_ranks(training_on_gpus, tmp_path / "gpu", backend="nccl", world=1)  # DDP's nccl path on one GPU
-    _assert_trains_like_one_cpu_process(ranks, tmp_path)
+    _assert_trains_like_one_cpu_process([training_on_gpus(tmp_path / "gpu")], tmp_path)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < WORLD, reason="nccl needs a GPU per rank")
 def test_two_gpu_ranks_on_nccl_train_like_one_cpu_process(tmp_path):
-    _assert_trains_like_one_cpu_process(run_ranks(training_on_gpus, tmp_path / "gpus", backend="nccl"), tmp_path)
+    ranks = run_ranks(training_on_gpus, tmp_path / "gpus", backend="nccl")
+    _assert_trains_like_one_cpu_process(ranks, tmp_path)
