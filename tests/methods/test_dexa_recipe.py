@@ -27,7 +27,14 @@ from xdex.encoders.factory import build_encoder
 from xdex.index.retrieval import retrieve
 from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
-from xdex.methods.dexa import AuxConfig, ClassifierConfig, build_aux, keep_augmented_labels, train_classifiers
+from xdex.methods.dexa import (
+    AuxConfig,
+    ClassifierConfig,
+    build_aux,
+    keep_module_i_labels,
+    module_i_labels,
+    train_classifiers,
+)
 from xdex.methods.objective import DualEncoderObjective, SamplingConfig
 from xdex.methods.pipeline import build_objective, train, trainer_settings
 from xdex.methods.plugin import Run
@@ -328,6 +335,48 @@ def test_the_model_directory_holds_no_auxiliary_vectors_and_does_not_grow_with_k
     assert {p: s for p, s in small.items() if p not in records} == {p: s for p, s in large.items() if p not in records}
 
 
+# -- 4b. the label embeddings Module I leaves ------------------------------------------------------------------
+def first_choices(x: np.ndarray, z: np.ndarray) -> sp.csr_matrix:
+    """One label per document: the label of highest xᵀz."""
+    top = np.argmax(x @ z.T, axis=1)
+    return sp.csr_matrix((np.ones(len(top), np.float32), (np.arange(len(top)), top)), shape=(len(x), len(z)))
+
+
+@pytest.mark.parametrize("better", ["encoder", "augmented"])
+def test_module_i_leaves_the_label_embeddings_that_rank_the_validation_documents_better(better):
+    ds = tiny_dataset(64)
+    net = tiny_net(ds)
+    labels, docs = tokens(net, ds.labels.texts), tokens(net, ds.train.texts[:32])
+    aux = AuxiliaryVectors(np.arange(64) % 8, net.dim)
+    a = random_vectors(aux)
+    z = net.embed(labels)
+    z_hat = augmented(z, a, aux.assignment)
+    x = net.embed(docs).numpy()
+    winner, loser = (z, z_hat) if better == "encoder" else (z_hat, z)
+    y = first_choices(x, winner.numpy())  # the documents' labels: those the winning side ranks first (P@1 100)
+    assert (first_choices(x, loser.numpy()) != y).nnz > 0  # the other side ranks some of them lower
+    torch.testing.assert_close(module_i_labels(net, aux, labels, "validation", (docs, y, None), 64), winner)
+    # a setting that names the side is followed whatever the validation documents say
+    torch.testing.assert_close(module_i_labels(net, aux, labels, "augmented", (docs, y, None), 64), z_hat)
+    torch.testing.assert_close(module_i_labels(net, aux, labels, "encoder", (docs, y, None), 64), z)
+
+
+def test_module_i_leaves_the_augmented_embeddings_on_a_tie_and_without_validation_documents():
+    ds = tiny_dataset(64)
+    net = tiny_net(ds)
+    labels, docs = tokens(net, ds.labels.texts), tokens(net, ds.train.texts[:32])
+    aux = AuxiliaryVectors(np.arange(64) % 8, net.dim)
+    z_hat = augmented(net.embed(labels), random_vectors(aux), aux.assignment)
+    no_labels = sp.csr_matrix((32, 64), dtype=np.float32)  # P@1 0 either way
+    torch.testing.assert_close(module_i_labels(net, aux, labels, "validation", (docs, no_labels, None), 64), z_hat)
+    torch.testing.assert_close(module_i_labels(net, aux, labels, "validation", None, 64), z_hat)
+
+
+def test_a_bad_label_embeddings_setting_is_refused():
+    with pytest.raises(ValueError, match="label_embeddings"):
+        load_recipe("dexa", overrides=["aux.label_embeddings=plain"])
+
+
 # -- 5, 6. the fused model on the bundled demo ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def demo():
@@ -436,7 +485,7 @@ def test_without_module_ii_the_model_keeps_the_augmented_label_embeddings():
     net, obj = build_objective(cfg, encoder, queries, labels, ds.train.labels)
     a = random_vectors(obj.aux)
     run = Run(cfg, ds.train.labels, [], [], encoder=encoder, queries=queries, labels=labels, net=net, objective=obj)
-    keep_augmented_labels(run)
+    keep_module_i_labels(run)  # no validation documents: ẑ is kept
     z_hat = augmented(net.embed(labels), a, obj.aux.assignment)
     assert isinstance(run.net, ClassifierFusionNet) and run.net.search == "de"
     torch.testing.assert_close(run.net.label_vectors(labels), z_hat, rtol=1e-6, atol=1e-6)

@@ -2,11 +2,13 @@
 
 Module I (DEXA Sec. 3, Eq. 5) trains the encoder with augmented label embeddings N(E(z_l) + a_{C(l)}),
 one auxiliary vector per cluster of labels; any recipe takes an ``aux`` section (NGAME's triplet,
-DEXML's or UniDEC's losses alike), and the vectors are dropped once the encoder is trained. Module II
-(Eq. 6) freezes the encoder, starts one classifier per label from its augmented embedding ẑ_l and
-trains the classifiers on hard negatives from the index over ẑ. At inference the classifier and the
-label-embedding scores are fused: score(x, l) = α·w_lᵀE(x) + (1 − α)·E(z_l)ᵀE(x), with α chosen on
-the validation split unless given.
+DEXML's or UniDEC's losses alike), and the vectors are dropped once the encoder is trained. The label
+embeddings it leaves are ẑ_l (DEXA Sec. 4 keeps them) unless E(z_l), the encoder's own, rank the
+validation documents better (``aux.label_embeddings``): where the cluster vectors fit the training
+documents more than they help unseen ones. Module II (Eq. 6) freezes the encoder, starts one classifier
+per label from that embedding and trains the classifiers on hard negatives from the index over it. At
+inference the classifier and the label-embedding scores are fused: score(x, l) = α·w_lᵀE(x) + (1 − α)·ẑ_lᵀE(x),
+with α chosen on the validation split unless given.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.methods.classifiers import choose_fusion, train_classifier_table
@@ -76,6 +79,30 @@ def build_aux(
     return aux, assign
 
 
+ValidationSet = tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None]  # texts, labels, filter pairs
+
+
+def module_i_labels(net: DualEncoder, aux: AuxiliaryVectors, labels: TokenizedTexts, choice: str,
+                    validation: ValidationSet | None, embed_batch_size: int, metric: str = "P@1") -> torch.Tensor:
+    """The label embeddings Module I leaves (``aux.label_embeddings``): ẑ_l = N(E(z_l) + a_{C(l)}) (``augmented``;
+    DEXA Sec. 4 preserves them), E(z_l) (``encoder``), or (``validation``) E(z_l) where it ranks the validation
+    documents better than ẑ_l by ``metric``, else ẑ_l (also without validation documents)."""
+    z = net.embed(labels, embed_batch_size)
+    z_hat = aux.augment_all(z)
+    if choice == "encoder":
+        return z
+    if choice == "augmented" or validation is None:
+        return z_hat
+    tokens, y_valid, pairs = validation
+    x = net.embed(tokens, embed_batch_size).numpy()
+    _, by_side = choose_fusion(x, z_hat.numpy(), z.numpy(), y_valid, pairs, grid=(0.0, 1.0), metric=metric)
+    keep_encoder = by_side[1.0] > by_side[0.0]
+    log.info("label embeddings after Module I: %s (validation %s: %.2f with the auxiliary vectors, %.2f without)",
+             "E(z_l), without the auxiliary vectors" if keep_encoder else "ẑ_l = N(E(z_l) + a_C(l))", metric,
+             by_side[0.0], by_side[1.0])
+    return z if keep_encoder else z_hat
+
+
 def train_classifiers(
     net: DualEncoder,
     aux: AuxiliaryVectors | None,
@@ -86,16 +113,18 @@ def train_classifiers(
     trainer_config: TrainerConfig,
     workdir: Path,
     embed_batch_size: int,
-    validation: tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None] | None = None,
+    validation: ValidationSet | None = None,
     resume: bool = False,
+    label_embeddings: str = "validation",
 ) -> ClassifierFusionNet:
-    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6), then fused
-    with ẑ_l, the label embeddings Module I learnt: α·w_l + (1 − α)·ẑ_l."""
+    """Module II: classifiers w_l started from the label embeddings Module I leaves (:func:`module_i_labels`; ẑ_l
+    in DEXA) and trained on hard negatives (Eq. 6), then fused with those embeddings: α·w_l + (1 − α)·ẑ_l."""
     if not isinstance(net, DualEncoder):
         raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
     x = net.embed(queries, embed_batch_size)
-    z = net.embed(labels, embed_batch_size)
-    z_hat = z if aux is None else aux.augment_all(z)
+    z_hat = (net.embed(labels, embed_batch_size) if aux is None else
+             module_i_labels(net, aux, labels, label_embeddings, validation, embed_batch_size,
+                             trainer_config.select_metric))
     w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume)
     alpha = config.fusion
     if alpha is None and validation is not None:
@@ -124,15 +153,20 @@ def attach_aux(run: Run) -> None:
         run.validation_labels = lambda: aux.augment_all(net.label_vectors(labels, batch)).numpy()
 
 
-def keep_augmented_labels(run: Run) -> None:
-    """After the fit, without Module II: the model keeps ẑ_l = N(E(z_l) + a_{C(l)}) as its label embeddings
-    (DEXA Sec. 4: "the augmented label embeddings are preserved"), stored as Module II with no epochs would
-    leave them (w = ẑ). UniDEC heads keep their own label vectors."""
+def keep_module_i_labels(run: Run) -> None:
+    """After the fit, without Module II: the model keeps the label embeddings Module I leaves
+    (:func:`module_i_labels`: ẑ_l = N(E(z_l) + a_{C(l)}) as DEXA Sec. 4 has it, unless E(z_l) ranks the validation
+    documents better), stored as Module II with no epochs would leave them (w = ẑ). UniDEC heads keep their own
+    label vectors."""
     _, _, labels = run.inputs()
     if run.config.classifiers is not None or type(run.net) is not DualEncoder:
         return
     assert isinstance(run.objective, DualEncoderObjective) and run.objective.aux is not None  # attach_aux's
-    z_hat = run.objective.aux.augment_all(run.net.label_vectors(labels, run.config.sampling.embed_batch_size))
+    assert run.config.aux is not None  # the plug-in is active
+    valid = run.validation
+    z_hat = module_i_labels(run.net, run.objective.aux, labels, run.config.aux.label_embeddings,
+                            (valid.tokens, valid.labels, valid.pairs) if valid is not None else None,
+                            run.config.sampling.embed_batch_size, run.config.trainer.select_metric)
     run.net = ClassifierFusionNet(run.net.encoder, z_hat, z_hat, alpha=0.0, search="de")
 
 
@@ -152,7 +186,8 @@ def module_ii(run: Run) -> None:
     validation = (valid.tokens, valid.labels, valid.pairs) if valid is not None else None
     workdir = run.training_folder() / CLASSIFIERS
     run.net = train_classifiers(run.net, run.objective.aux, queries, labels, run.train_labels, config.classifiers,
-                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume)
+                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume,
+                                config.aux.label_embeddings if config.aux is not None else "augmented")
     run.checkpoints.append(workdir / CHECKPOINT)
 
 
@@ -162,5 +197,5 @@ def check_classifiers(config: RecipeConfig) -> None:
                          "UniDEC heads, whose classifiers train with the encoder (remove one of the two sections)")
 
 
-register(Plugin("aux", AuxConfig, lr_groups=aux_lr, before_fit=(attach_aux,), after_fit=(keep_augmented_labels,)))
+register(Plugin("aux", AuxConfig, lr_groups=aux_lr, before_fit=(attach_aux,), after_fit=(keep_module_i_labels,)))
 register(Plugin("classifiers", ClassifierConfig, check=check_classifiers, after_fit=(module_ii,)))

@@ -116,6 +116,9 @@ class AuxConfig:
     clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
     recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed); moments carry over
     lr: float | None = None  # learning rate of the vectors (SparseAdam, no weight decay); None: optim.lr_sparse
+    # the label embeddings Module I leaves: ẑ_l (augmented, DEXA Sec. 4), E(z_l) (encoder), or the one that ranks
+    # the validation documents better (validation; ẑ_l on ties and without validation documents)
+    label_embeddings: Literal["validation", "augmented", "encoder"] = "validation"
 
 
 @dataclass
