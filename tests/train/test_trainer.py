@@ -114,3 +114,42 @@ def test_the_objectives_loss_terms_are_logged_every_epoch(tmp_path):
     assert [sorted(k for k in r if k.startswith("loss")) for r in history] == [["loss", "loss_mse"]] * 2
     for record in history:  # one term of weight 1: its mean is the epoch's loss; reset between epochs
         assert record["loss_mse"] == pytest.approx(record["loss"])
+
+
+def _counting_saves(monkeypatch) -> list[int]:
+    import xdex.train.trainer as trainer_module
+
+    saved: list[int] = []
+    real = trainer_module.save_checkpoint
+    monkeypatch.setattr(trainer_module, "save_checkpoint", lambda path, state: (saved.append(state["epoch"] + 1),
+                                                                                 real(path, state)))
+    return saved
+
+
+@pytest.mark.parametrize("seconds, epochs_saved", [(0.0, [1, 2, 3, 4]), (1e9, [4])])
+def test_checkpoints_follow_checkpoint_seconds_and_the_last_epoch_is_always_saved(
+        tmp_path, monkeypatch, seconds, epochs_saved):
+    saved = _counting_saves(monkeypatch)
+    cfg = TrainerConfig(epochs=4, optim=OptimConfig(lr=0.05, lr_sparse=0.1), progress=False,
+                        checkpoint_seconds=seconds)
+    Trainer(ToyObjective(), cfg, tmp_path).fit()
+    assert saved == epochs_saved
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4]  # the log is written every epoch
+
+
+def test_a_run_without_a_checkpoint_yet_resumes_from_the_start_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    cfg = TrainerConfig(epochs=4, optim=OptimConfig(lr=0.05, lr_sparse=0.1), progress=False, checkpoint_seconds=1e9)
+    full = ToyObjective()
+    Trainer(full, cfg, tmp_path / "a").fit()
+    saved = _counting_saves(monkeypatch)
+    with pytest.raises(Interrupt):
+        Trainer(ToyObjective(fail_at=(2, 3)), cfg, tmp_path / "b").fit()
+    assert saved == []  # two epochs done, none of them checkpointed ...
+    lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]  # ... though logged
+    resumed = ToyObjective()
+    history = Trainer(resumed, cfg, tmp_path / "b").fit(resume=True)
+    assert [r["epoch"] for r in history] == [1, 2, 3, 4]
+    for k, v in full.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k

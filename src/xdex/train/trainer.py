@@ -2,8 +2,9 @@
 
 A recipe supplies an :class:`Objective` (its model, how an epoch's batches are built, the loss of a
 batch, and the refresh hooks that run every τ epochs); the trainer owns everything else: optimisers
-and schedules, gradient clipping, bf16 autocast, per-epoch checkpoints written atomically, exact
-resume, a JSONL metrics log and model selection on a validation split.
+and schedules, gradient clipping, bf16 autocast, checkpoints written atomically after every epoch (or once
+``checkpoint_seconds`` have passed since the last one), exact resume, a JSONL metrics log and model
+selection on a validation split.
 
 Under ``torchrun`` (see :mod:`xdex.train.distributed`) every rank runs the same loop over the same
 batches; the model is wrapped in DistributedDataParallel, which averages the gradients across ranks
@@ -83,6 +84,10 @@ class TrainerConfig:
     seed: int = 0
     progress: bool = True
     scale_lr_with_world: bool = False  # multiply every learning rate by the number of ranks (linear scaling)
+    # write the checkpoint after an epoch only once this many seconds have passed since the last one (0: after every
+    # epoch); the last epoch's is always written. Epochs of a fraction of a second (a GPU) otherwise spend as long
+    # writing the model and its optimiser state as training; a crash loses at most this much of the run.
+    checkpoint_seconds: float = 0.0
 
 
 def resolve_device(name: str) -> torch.device:
@@ -134,6 +139,7 @@ class Trainer:
         self.best_epoch = -1
         self.best_state: dict | None = None
         self.ddp: DistributedDataParallel | None = None
+        self._last_checkpoint = time.perf_counter()  # when the last checkpoint was written (or the fit started)
 
     def fit(self, resume: bool = False) -> list[dict]:
         """Train for ``config.epochs`` epochs; with ``resume`` continue from the last checkpoint."""
@@ -145,6 +151,7 @@ class Trainer:
         start = 0
         if resume:
             start = self._load_checkpoint()
+        self._last_checkpoint = time.perf_counter()
         for epoch in range(start, self.cfg.epochs):
             self._train_epoch(epoch)
         self.ddp = None
@@ -238,8 +245,16 @@ class Trainer:
         self.history.append(record)
         if dist.is_main():
             log.info("epoch %d: %s", epoch + 1, json.dumps(record))
-            self._save_checkpoint(epoch)
+            if self._checkpoint_due(epoch):
+                self._save_checkpoint(epoch)
+            atomic_write_text(self.workdir / METRICS_LOG, "".join(json.dumps(r) + "\n" for r in self.history))
         dist.barrier()
+
+    def _checkpoint_due(self, epoch: int) -> bool:
+        """Whether the checkpoint is written after ``epoch``: every epoch, the last one, or once
+        ``checkpoint_seconds`` have passed since the last checkpoint (or the start)."""
+        wait = self.cfg.checkpoint_seconds
+        return wait <= 0 or epoch + 1 == self.cfg.epochs or time.perf_counter() - self._last_checkpoint >= wait
 
     def _sync_ranks(self) -> None:
         """Give every rank rank 0's objective state (when the refresh hooks disagreed) and parameters.
@@ -282,7 +297,7 @@ class Trainer:
             "history": self.history,
             "best": (self.best_score, self.best_epoch, self.best_state),
         })
-        atomic_write_text(self.workdir / METRICS_LOG, "".join(json.dumps(r) + "\n" for r in self.history))
+        self._last_checkpoint = time.perf_counter()
 
     def _load_checkpoint(self) -> int:
         """Rank 0 reads the checkpoint and hands it to the other ranks; returns the epoch to start at."""
