@@ -39,11 +39,13 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import stat
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
@@ -59,8 +61,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xdex import __version__
 from xdex.inference.added_labels import MAX_KEY_CHARS, MAX_LABEL_TEXT_CHARS, KeyConflict, check_new_key, shown
-from xdex.inference.batching import MicroBatcher
-from xdex.inference.predictor import Predictor, ReadOnlyError
+from xdex.inference.batching import MicroBatcher, _Request
+from xdex.inference.predictor import Predictor, ReadOnlyError, ScoredLabel
 
 if TYPE_CHECKING:
     import uvicorn
@@ -80,6 +82,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02
                    1.0, 2.5, 10.0)
 MAX_ERRORS = 20  # validation errors listed in a 422 answer
 MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers (h11's own limit; enforced for httptools)
 TOKEN_ENV = "XDEX_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 
@@ -166,6 +169,50 @@ class LabelOut(BaseModel):
 
 class AddLabelsResponse(BaseModel):
     ids: list[str]
+
+
+class _AsyncBatcher(MicroBatcher[list[ScoredLabel]]):
+    """A :class:`~xdex.inference.batching.MicroBatcher` that an event loop awaits: :meth:`submit` queues a request
+    and returns its future at once, so that ``POST /predict`` runs on the loop and only the model's call leaves it
+    (a blocking call would hold a thread of the pool for each request, one more hand-off each way)."""
+
+    def submit(self, texts: Sequence[str], k: int) -> "Future[list[list[ScoredLabel]]]":
+        """The future of ``predict(texts, k)``, answered through a shared call (as ``batcher(texts, k)``)."""
+        request: _Request[list[ScoredLabel]] = _Request(list(texts), k)
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the micro-batcher is closed")
+            self._waiting.append(request)
+            self._ready.notify()
+        return request.result
+
+
+async def _result(future: "Future[Any]") -> Any:
+    """The result of a thread's ``future``, awaited on the running loop. Unlike ``asyncio.wrap_future``, a cancelled
+    wait leaves ``future`` alone: the batcher's worker still sets its result (a cancelled future would refuse it)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def settle(done: "Future[Any]") -> None:  # on the loop
+        if waiter.done():
+            return
+        error = done.exception()
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(done.result())
+
+    future.add_done_callback(lambda done: loop.call_soon_threadsafe(settle, done))
+    return await waiter
+
+
+def predictions_json(ranked: Sequence[Sequence[ScoredLabel]]) -> bytes:
+    """The body of a ``POST /predict`` answer: the bytes FastAPI wrote from :class:`PredictResponse` (a score that is
+    not finite is ``null``, as pydantic writes it), without building and validating a model per label."""
+    out = {"predictions": [[{"id": label.key, "text": label.text,
+                             "score": label.score if math.isfinite(label.score) else None} for label in labels]
+                           for labels in ranked]}
+    return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class RequestStats:
@@ -373,7 +420,7 @@ def create_app(
         except ReadOnlyError as e:  # tried again on every POST /labels
             logger.warning("%s; POST /labels answers 403 for now", e)
     PredictRequest, AddLabelsRequest = _request_models(limits)
-    batcher = MicroBatcher(predictor.predict)  # concurrent requests share one call of the model
+    batcher = _AsyncBatcher(predictor.predict)  # concurrent requests share one call of the model
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -393,16 +440,17 @@ def create_app(
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
+    # on the event loop: the request waits for the model's call without a thread of its own, and its answer is
+    # written as JSON directly (PredictResponse documents it)
     @app.post("/predict", response_model=PredictResponse)
-    def predict(request: PredictRequest) -> PredictResponse:  # type: ignore[valid-type]  # built from the limits
+    async def predict(request: PredictRequest) -> Response:  # type: ignore[valid-type]  # built from the limits
         start = time.perf_counter()
         body = cast(_PredictBody, request)
-        ranked = batcher(body.texts, body.k)
+        ranked = await _result(batcher.submit(body.texts, body.k))
         stats.texts.inc(len(body.texts))
-        out = [[ScoredLabelOut(id=label.key, text=label.text, score=label.score) for label in labels]
-               for labels in ranked]
+        content = predictions_json(ranked)
         stats.observe(time.perf_counter() - start)
-        return PredictResponse(predictions=out)
+        return Response(content, media_type="application/json")
 
     @app.post("/labels", response_model=AddLabelsResponse, status_code=201)
     def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:  # type: ignore[valid-type]  # as above
@@ -496,43 +544,85 @@ def read_token(path: str | Path) -> str:
     return token
 
 
+HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
+
+
 def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-                log_level: str = "info") -> "uvicorn.Server":
+                log_level: str = "info", http: str = "auto") -> "uvicorn.Server":
     """A uvicorn server of ``app`` with ``limits``' connection settings: at most ``limit_concurrency``
     connections and requests at once (503 beyond), an idle connection closed after ``timeout_keep_alive``
-    seconds (a new one as well as one between requests), and a request's head to be complete within
+    seconds (a new one as well as one between requests), a request's head to be complete within
     ``timeout_read`` seconds of the connection opening or of the previous answer (else the connection is
-    closed). ``server.run()`` serves."""
+    closed) and to hold at most ``MAX_HEAD_BYTES`` (else 400). ``http``: the HTTP parser, ``httptools`` (in C,
+    the faster) or ``h11`` (pure Python); ``auto`` takes httptools when it is installed. The event loop is uvloop's
+    when it is installed (uvicorn's ``auto``). ``server.run()`` serves."""
     import uvicorn
 
     limits = limits or Limits()
-    config = uvicorn.Config(app, host=host, port=port, http=_h11_protocol(limits.timeout_read),
+    config = uvicorn.Config(app, host=host, port=port, http=_deadline_protocol(limits.timeout_read, http),
                             # uvicorn annotates an int but waits a float (loop.call_later): fractions work
                             timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]
                             limit_concurrency=limits.limit_concurrency,
+                            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
                             log_level=log_level)
     return uvicorn.Server(config)
 
 
-def _h11_protocol(timeout_read: float) -> type:
-    """uvicorn's h11 protocol with the two deadlines it lacks (:func:`make_server`)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+def _deadline_protocol(timeout_read: float, http: str = "auto") -> type:
+    """uvicorn's protocol for ``http`` (:func:`make_server`) with the two deadlines it lacks; for httptools, also
+    the limit on a request head's size that h11 has of its own."""
+    if http not in HTTP_IMPLEMENTATIONS:
+        raise ValueError(f"http must be one of {', '.join(HTTP_IMPLEMENTATIONS)}, not {http!r}")
+    base: Any
+    if http == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    else:
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        except ImportError:
+            if http == "httptools":
+                raise ValueError("http='httptools' needs the httptools package (the serve extra)") from None
+            from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    head_parser = base.__name__ == "HttpToolsProtocol"
 
-    class DeadlineH11Protocol(H11Protocol):
+    class DeadlineProtocol(base):
         _head_timer: asyncio.TimerHandle | None = None
         _armed_for: object = None  # the request cycle answered when the timer was armed
+        _head_bytes = 0  # of the request head being parsed (httptools)
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             # uvicorn arms its keep-alive timer only after an answer: a connection that never sends is idle too
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
                                                                 self.timeout_keep_alive_handler)
             self._arm()
 
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self._head_timer is not None and self.cycle is not self._armed_for:  # a new request's head is in
-                self._disarm()
+        if head_parser:
+            def on_message_begin(self) -> None:
+                self._head_bytes = 0
+                super().on_message_begin()
+
+            def on_url(self, url: bytes) -> None:
+                self._count_head(len(url))
+                super().on_url(url)
+
+            def on_header(self, name: bytes, value: bytes) -> None:
+                self._count_head(len(name) + len(value) + 4)  # ": " and the line break
+                super().on_header(name, value)
+
+            def on_headers_complete(self) -> None:
+                super().on_headers_complete()
+                self._disarm()  # the head is in
+
+            def _count_head(self, size: int) -> None:
+                self._head_bytes += size
+                if self._head_bytes > MAX_HEAD_BYTES:  # the parser's error: uvicorn answers 400 and closes
+                    raise ValueError(f"the request head is larger than {MAX_HEAD_BYTES} bytes")
+        else:
+            def handle_events(self) -> None:
+                super().handle_events()
+                if self._head_timer is not None and self.cycle is not self._armed_for:  # a new request's head is in
+                    self._disarm()
 
         def on_response_complete(self) -> None:
             self._arm()  # before the next pipelined request is handled
@@ -558,4 +648,5 @@ def _h11_protocol(timeout_read: float) -> type:
                 logger.debug("closing a connection whose request head did not arrive within %g s", timeout_read)
                 self.transport.close()
 
-    return DeadlineH11Protocol
+    DeadlineProtocol.__name__ = DeadlineProtocol.__qualname__ = f"Deadline{base.__name__}"
+    return DeadlineProtocol
