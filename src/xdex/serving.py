@@ -207,8 +207,9 @@ async def _result(future: "Future[Any]") -> Any:
 
 
 def predictions_json(ranked: Sequence[Sequence[ScoredLabel]]) -> bytes:
-    """The body of a ``POST /predict`` answer: the bytes FastAPI wrote from :class:`PredictResponse` (a score that is
-    not finite is ``null``, as pydantic writes it), without building and validating a model per label."""
+    """The body of a ``POST /predict`` answer: the JSON that FastAPI wrote from :class:`PredictResponse` (UTF-8, a
+    score that is not finite ``null``, as pydantic writes them), without building and validating a model per
+    label."""
     out = {"predictions": [[{"id": label.key, "text": label.text,
                              "score": label.score if math.isfinite(label.score) else None} for label in labels]
                            for labels in ranked]}
@@ -588,7 +589,7 @@ def _deadline_protocol(timeout_read: float, http: str = "auto") -> type:
     class DeadlineProtocol(base):
         _head_timer: asyncio.TimerHandle | None = None
         _armed_for: object = None  # the request cycle answered when the timer was armed
-        _head_bytes = 0  # of the request head being parsed (httptools)
+        _head_bytes = 0  # received while a head was not complete (httptools)
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -598,26 +599,23 @@ def _deadline_protocol(timeout_read: float, http: str = "auto") -> type:
             self._arm()
 
         if head_parser:
-            def on_message_begin(self) -> None:
-                self._head_bytes = 0
-                super().on_message_begin()
+            _in_head = True  # from the connection's start, or a request's end, to the next head's end
 
-            def on_url(self, url: bytes) -> None:
-                self._count_head(len(url))
-                super().on_url(url)
-
-            def on_header(self, name: bytes, value: bytes) -> None:
-                self._count_head(len(name) + len(value) + 4)  # ": " and the line break
-                super().on_header(name, value)
+            def data_received(self, data: bytes) -> None:
+                if self._in_head:
+                    self._head_bytes += len(data)
+                super().data_received(data)
+                if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                    self.send_400_response("Invalid HTTP request received.")  # as h11's limit answers
 
             def on_headers_complete(self) -> None:
+                self._in_head, self._head_bytes = False, 0
                 super().on_headers_complete()
                 self._disarm()  # the head is in
 
-            def _count_head(self, size: int) -> None:
-                self._head_bytes += size
-                if self._head_bytes > MAX_HEAD_BYTES:  # the parser's error: uvicorn answers 400 and closes
-                    raise ValueError(f"the request head is larger than {MAX_HEAD_BYTES} bytes")
+            def on_message_complete(self) -> None:
+                super().on_message_complete()
+                self._in_head = True
         else:
             def handle_events(self) -> None:
                 super().handle_events()

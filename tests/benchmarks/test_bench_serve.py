@@ -41,3 +41,23 @@ def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkey
     assert [row.split("|")[2:4] for row in additions] == [[" 5 ", " 0 "]]
     assert "for every added id: yes; after a restart on the same folder: yes" in out
     assert not (tmp_path / "model" / "added_labels.npz").exists()
+
+
+def test_both_clients_make_full_round_trips_and_count_errors(bench, tmp_path):
+    """The raw client reads whole answers on kept connections, as httpx does; a refused request is an error."""
+    toy = memorisation_task(n=32, length=4, vocab_size=40, seed=2)
+    train(toy, load_recipe("ngame", overrides=TINY), tmp_path / "model")
+    port = bench.free_port()
+    server = bench.start_server(tmp_path / "model", port)
+    url = f"http://127.0.0.1:{port}/predict"
+    try:
+        for client in ("raw", "httpx"):
+            served = bench.load(url, toy.test.texts, 3, 30, 30.0, 3, client)
+            assert (served["clients"], served["requests"], served["errors"]) == (3, 30, 0), client
+            refused = bench.load(url, toy.test.texts, 2, 10, 30.0, 0, client)  # k = 0: 422 answers
+            assert (refused["requests"], refused["errors"]) == (10, 10), client
+        stopped = bench.load("http://127.0.0.1:1/predict", toy.test.texts, 1, 3, 30.0, 3, "raw")  # nobody listens
+        assert (stopped["requests"], stopped["errors"]) == (3, 3)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
