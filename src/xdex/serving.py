@@ -80,6 +80,7 @@ LATENCY_WINDOW = 10_000  # /predict latencies kept for the percentiles
 # upper bounds (s) of the latency histogram: fine steps over the 1-50 ms an answer takes, coarse ones beyond
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5,
                    1.0, 2.5, 10.0)
+BATCH_WAIT = 0.001  # seconds a model call waits for company after one that answered several requests
 MAX_ERRORS = 20  # validation errors listed in a 422 answer
 MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers (h11's own limit; enforced for httptools)
@@ -174,7 +175,23 @@ class AddLabelsResponse(BaseModel):
 class _AsyncBatcher(MicroBatcher[list[ScoredLabel]]):
     """A :class:`~xdex.inference.batching.MicroBatcher` that an event loop awaits: :meth:`submit` queues a request
     and returns its future at once, so that ``POST /predict`` runs on the loop and only the model's call leaves it
-    (a blocking call would hold a thread of the pool for each request, one more hand-off each way)."""
+    (a blocking call would hold a thread of the pool for each request, one more hand-off each way).
+
+    After a call that answered several requests, the next one waits ``busy_wait`` seconds for company: under load,
+    the clients answered by a call send their next requests while the requests that came meanwhile are ranked, so
+    without a wait the calls take turns between two halves of the clients; with it, a call takes most of them, and
+    the model ranks a text for less (docs/benchmarks.md, "Serving"). A lone client's requests are answered one per
+    call, with no wait."""
+
+    def __init__(self, predict: Callable[[list[str], int], list[list[ScoredLabel]]], busy_wait: float = BATCH_WAIT):
+        if busy_wait < 0:
+            raise ValueError(f"busy_wait must be >= 0, not {busy_wait}")
+        super().__init__(predict)
+        self.busy_wait = busy_wait
+
+    def _answer(self, batch: list[_Request[list[ScoredLabel]]]) -> None:
+        self.max_wait = self.busy_wait if len(batch) > 1 else 0.0  # read by this thread, before its next call
+        super()._answer(batch)
 
     def submit(self, texts: Sequence[str], k: int) -> "Future[list[list[ScoredLabel]]]":
         """The future of ``predict(texts, k)``, answered through a shared call (as ``batcher(texts, k)``)."""
@@ -406,12 +423,14 @@ class Guard:
 
 
 def create_app(
-    predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None
+    predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None,
+    batch_wait: float = BATCH_WAIT,
 ) -> FastAPI:
     """The API over ``predictor`` (its model is loaded once and shared by all requests). ``read_only`` turns
     ``POST /labels`` off, for a model directory that must not change; otherwise the app claims the predictor's
     writer lock, and serves read-only with a warning when another process holds it. ``token``: the bearer token
-    that ``POST /labels`` needs (none: any client may add labels)."""
+    that ``POST /labels`` needs (none: any client may add labels). ``batch_wait``: seconds a model call waits for
+    more requests when the server is busy (:class:`_AsyncBatcher`; 0: never)."""
     limits = limits or Limits()
     if token is not None:
         check_token(token, "the token")
@@ -421,7 +440,7 @@ def create_app(
         except ReadOnlyError as e:  # tried again on every POST /labels
             logger.warning("%s; POST /labels answers 403 for now", e)
     PredictRequest, AddLabelsRequest = _request_models(limits)
-    batcher = _AsyncBatcher(predictor.predict)  # concurrent requests share one call of the model
+    batcher = _AsyncBatcher(predictor.predict, batch_wait)  # concurrent requests share one call of the model
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -79,3 +79,58 @@ def test_a_closed_batcher_refuses_new_requests():
     batcher.close()
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(["late"], 1)
+
+
+def test_a_call_waits_for_company_only_after_one_that_had_some():
+    """Requests that came during a call are answered by the next one; only after a call of several requests does
+    the next call wait (``busy_wait``)."""
+    calls: list[list[str]] = []
+    started, release = threading.Event(), threading.Event()
+
+    def predict(texts: list[str], k: int) -> list[list[str]]:
+        calls.append(list(texts))
+        if texts == ["first"]:
+            started.set()
+            release.wait(30)
+        return [[text] for text in texts]
+
+    batcher = _AsyncBatcher(predict, busy_wait=0.25)
+    waits: list[float] = []
+    try:
+        first = batcher.submit(["first"], 1)
+        assert started.wait(30)
+        waits.append(batcher.max_wait)  # after no call yet
+        during = [batcher.submit([text], 1) for text in ("second", "third")]
+        release.set()
+        assert [f.result(30) for f in (first, *during)] == [[["first"]], [["second"]], [["third"]]]
+        waits.append(batcher.max_wait)  # after the call of two requests
+        assert batcher.submit(["alone"], 1).result(30) == [["alone"]]
+        waits.append(batcher.max_wait)  # after a lone request's call
+    finally:
+        release.set()
+        batcher.close()
+    assert calls == [["first"], ["second", "third"], ["alone"]]
+    assert waits == [0.0, 0.25, 0.0]
+
+
+def test_the_wait_is_not_negative():
+    with pytest.raises(ValueError, match="busy_wait"):
+        _AsyncBatcher(lambda texts, k: [[text] for text in texts], busy_wait=-1.0)
+
+
+def test_a_bag_model_is_served_on_one_thread_unless_omp_num_threads_is_set(predictor, monkeypatch):
+    import torch
+
+    from xdex.cli.serve import _serving_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        _serving_threads(predictor)
+        assert torch.get_num_threads() == 2  # the user's choice stands
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        _serving_threads(predictor)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
