@@ -56,6 +56,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -80,6 +81,7 @@ LATENCY_WINDOW = 10_000  # /predict latencies kept for the percentiles
 # upper bounds (s) of the latency histogram: fine steps over the 1-50 ms an answer takes, coarse ones beyond
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5,
                    1.0, 2.5, 10.0)
+INLINE_LABELS = 2000  # an answer of more labels is written on a thread of the pool, not on the event loop
 BATCH_WAIT = 0.001  # seconds a model call waits for company after one that answered several requests
 MAX_ERRORS = 20  # validation errors listed in a 422 answer
 MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
@@ -461,14 +463,18 @@ def create_app(
         return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
     # on the event loop: the request waits for the model's call without a thread of its own, and its answer is
-    # written as JSON directly (PredictResponse documents it)
+    # written as JSON directly (PredictResponse documents it); a large answer on a thread, so that writing it does
+    # not hold the other connections up
     @app.post("/predict", response_model=PredictResponse)
     async def predict(request: PredictRequest) -> Response:  # type: ignore[valid-type]  # built from the limits
         start = time.perf_counter()
         body = cast(_PredictBody, request)
         ranked = await _result(batcher.submit(body.texts, body.k))
         stats.texts.inc(len(body.texts))
-        content = predictions_json(ranked)
+        if sum(len(labels) for labels in ranked) <= INLINE_LABELS:
+            content = predictions_json(ranked)
+        else:
+            content = await run_in_threadpool(predictions_json, ranked)
         stats.observe(time.perf_counter() - start)
         return Response(content, media_type="application/json")
 

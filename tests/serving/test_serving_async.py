@@ -134,3 +134,17 @@ def test_a_bag_model_is_served_on_one_thread_unless_omp_num_threads_is_set(predi
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_small_and_large_answers_are_the_predictor_rankings(client, predictor, toy):
+    """An answer of up to INLINE_LABELS labels is written on the event loop, a larger one on a thread: the same
+    rankings either way."""
+    from xdex.serving import INLINE_LABELS
+
+    for texts, k in ((toy.test.texts[:2], 5), (toy.test.texts[:40], 60)):
+        response = client.post("/predict", json={"texts": texts, "k": k})
+        assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+        served = [[label["id"] for label in labels] for labels in response.json()["predictions"]]
+        alone = [[label.key for label in labels] for labels in predictor.predict(texts, k)]
+        assert served == alone
+    assert 2 * 5 <= INLINE_LABELS < 40 * 60
