@@ -7,7 +7,9 @@ Starts `xdex serve MODEL_DIR` on 127.0.0.1 in a subprocess, waits for /health, t
 count sends single-text `POST /predict` requests (texts taken in turn from the dataset's test split)
 from that many clients, each on its own keep-alive connection, until `--requests` requests or
 `--seconds` seconds. Reports requests/s, p50/p95/p99 latency in ms (client side, connection reuse
-included) and the number of errors (any status other than 200 counts).
+included), the number of errors (any status other than 200 counts), and the CPU time per request of the
+server process (all its threads; Linux) and of the clients: on a machine shared with other work, wall-clock
+figures move with that work, the CPU a request costs much less.
 
 The clients share the machine with the server, so their own cost is part of what is measured. ``--client raw``
 (the default) runs them as coroutines of one event loop that write each request's bytes and read the whole
@@ -28,6 +30,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -172,6 +175,24 @@ def load(url: str, texts: list[str], clients: int, requests: int, seconds: float
     return run(url, texts, clients, k, lambda: next(counter, None) if time.monotonic() < stop else None)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system, all threads) that process ``pid`` has used so far; NaN where /proc is not."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def measured(server_pid: int, run: Callable[[], dict]) -> dict:
+    """``run()``'s figures, with the CPU ms per request of the server process and of this one (the clients)."""
+    server, client = process_cpu(server_pid), time.process_time()
+    row = run()
+    n = max(row["requests"], 1)
+    return {**row, "server_cpu_ms": (process_cpu(server_pid) - server) * 1000.0 / n,
+            "client_cpu_ms": (time.process_time() - client) * 1000.0 / n}
+
+
 def percentiles(ms: list[float]) -> dict[str, float]:
     return {f"p{q}": float(np.percentile(ms, q)) if ms else float("nan") for q in (50, 95, 99)}
 
@@ -260,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         load(url, texts, 1, 50, 30.0, args.k, args.client)  # warm-up
         rows = []
         for clients in args.clients:
-            rows.append(load(url, texts, clients, args.requests, args.seconds, args.k, args.client))
+            rows.append(measured(server.pid, lambda c=clients: load(url, texts, c, args.requests, args.seconds, args.k,
+                                                                     args.client)))
             log.info("%s", rows[-1])
     finally:
         server.terminate()
@@ -268,10 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     extra: list[str] = []
     if args.additions > 0:
         extra = additions_on_a_copy(args.model_dir, texts, args.additions, args.k)
-    table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms | server CPU ms/request | "
+             "client CPU ms/request |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     table += [f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.0f} | {r['p50']:.2f} | "
-              f"{r['p95']:.2f} | {r['p99']:.2f} |" for r in rows]
+              f"{r['p95']:.2f} | {r['p99']:.2f} | {r['server_cpu_ms']:.2f} | {r['client_cpu_ms']:.2f} |" for r in rows]
     command = command_line(MODULE, argv)
     section = "\n".join([
         SECTION, "", f"`{command}`", "",
