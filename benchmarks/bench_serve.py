@@ -1,7 +1,7 @@
 """Load test of `xdex serve` on the loopback interface: throughput and latency percentiles.
 
     python -m benchmarks.bench_serve MODEL_DIR --data DIR [--clients 1 4 16] [--requests 2000]
-        [--seconds 60] [--k 10] [--additions 200] [--client raw|httpx] [--update-docs]
+        [--seconds 60] [--k 10] [--additions 200] [--client raw|httpx] [--http-only] [--update-docs]
 
 Starts `xdex serve MODEL_DIR` on 127.0.0.1 in a subprocess, waits for /health, then for each client
 count sends single-text `POST /predict` requests (texts taken in turn from the dataset's test split)
@@ -10,6 +10,11 @@ from that many clients, each on its own keep-alive connection, until `--requests
 included), the number of errors (any status other than 200 counts), and the CPU time per request of the
 server process (all its threads; Linux) and of the clients: on a machine shared with other work, wall-clock
 figures move with that work, the CPU a request costs much less.
+
+``--http-only`` measures the HTTP path alone: the server is the app of `xdex serve` with its uvicorn settings
+(``xdex.serving.create_app`` and ``make_server``, read-only) over the model whose ``predict`` answers every text
+with one ranking computed at start, so a request costs what parsing, checking, batching, counting and writing
+it cost, without the model's work.
 
 The clients share the machine with the server, so their own cost is part of what is measured. ``--client raw``
 (the default) runs them as coroutines of one event loop that write each request's bytes and read the whole
@@ -60,9 +65,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: Path, port: int, timeout: float = 120.0) -> subprocess.Popen:
-    """`xdex serve` in a subprocess, returned once /health answers."""
+# --http-only: the server of `xdex serve` over a model that answers every text with one ranking
+HTTP_ONLY_SERVER = """
+import sys
+from xdex.inference.predictor import Predictor
+from xdex.serving import create_app, make_server
+predictor = Predictor(sys.argv[1], read_only=True)
+fixed = predictor.predict(["a text"], int(sys.argv[3]))[0]
+predictor.predict = lambda texts, k: [fixed[:k] for _ in texts]
+make_server(create_app(predictor, read_only=True), host="127.0.0.1", port=int(sys.argv[2]), log_level="info").run()
+"""
+
+
+def start_server(model_dir: Path, port: int, timeout: float = 120.0, http_only_k: int | None = None
+                 ) -> subprocess.Popen:
+    """`xdex serve` in a subprocess, returned once /health answers; with ``http_only_k``, the same app over a
+    model that answers every text with one ranking of that many labels (module docstring)."""
     command = [sys.executable, "-m", "xdex", "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]
+    if http_only_k is not None:
+        command = [sys.executable, "-c", HTTP_ONLY_SERVER, str(model_dir), str(port), str(http_only_k)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -265,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="labels added while predicting, on a copy of the model (0: skip)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
                         help="load-test client of the prediction table (module docstring)")
+    parser.add_argument("--http-only", action="store_true",
+                        help="the HTTP path alone: a model that answers every text with one ranking (module docstring)")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section")
     args = parser.parse_args(argv)
+    if args.http_only and args.update_docs:
+        parser.error("--http-only measures no model: its table does not replace the section")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request: the clients share the cores
     import xdex.data
@@ -275,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = (dataset.test or dataset.train).texts
     load_avg = load_average()
     port = free_port()
-    server = start_server(args.model_dir, port)
+    server = start_server(args.model_dir, port, http_only_k=args.k if args.http_only else None)
     try:
         url = f"http://127.0.0.1:{port}/predict"
         load(url, texts, 1, 50, 30.0, args.k, args.client)  # warm-up
@@ -288,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.wait(timeout=30)
     extra: list[str] = []
-    if args.additions > 0:
+    if args.additions > 0 and not args.http_only:
         extra = additions_on_a_copy(args.model_dir, texts, args.additions, args.k)
     table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms | server CPU ms/request | "
              "client CPU ms/request |",
@@ -300,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         SECTION, "", f"`{command}`", "",
         f"{machine_line([load_avg], torch_note=None)}. Server and clients share the machine; one text per request, "
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
-        f"(keep-alive connections, {CLIENTS[args.client]}), after 50 warm-up requests.", "", *table, "", *extra,
+        f"(keep-alive connections, {CLIENTS[args.client]}), after 50 warm-up requests."
+        + (" The HTTP path alone (`--http-only`): every text answered with one fixed ranking, no model work."
+           if args.http_only else ""), "", *table, "", *extra,
     ])
     publish(section, args.update_docs)
     return 0

@@ -62,3 +62,20 @@ def test_both_clients_make_full_round_trips_and_count_errors(bench, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_http_path_alone(bench, tmp_path, capsys, monkeypatch):
+    """--http-only: the app of `xdex serve` over a model that gives one ranking; no additions are run."""
+    toy = memorisation_task(n=32, length=4, vocab_size=40, seed=2)
+    xdex.data.save(toy, tmp_path / "data")
+    train(toy, load_recipe("ngame", overrides=TINY), tmp_path / "model")
+    monkeypatch.setattr(bench, "publish", lambda section, write: print(section))
+    args = [str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--clients", "2", "--requests", "20",
+            "--seconds", "10", "--k", "3", "--http-only"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split("|")[1:4] for row in table] == [[" 2 ", " 20 ", " 0 "]]
+    assert "The HTTP path alone" in out and "POST /labels" not in out
+    with pytest.raises(SystemExit):
+        bench.main([*args, "--update-docs"])
