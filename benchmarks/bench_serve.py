@@ -20,7 +20,7 @@ The clients share the machine with the server, so their own cost is part of what
 (the default) runs them as coroutines of one event loop that write each request's bytes and read the whole
 answer (status line, headers, ``Content-Length`` bytes of body) from the socket: a full HTTP/1.1 round trip,
 for about a tenth of the CPU time of an httpx client (``--client httpx``: one thread and ``httpx.Client`` per
-client), which on 2 cores took a third of the machine at 500 requests/s.
+client), which took about 1 ms of CPU per request: half a core of two at 500 requests/s.
 
 Then, on a copy of the model directory (the user's is never changed), one client adds ``--additions``
 labels one `POST /labels` request at a time while 4 clients keep predicting; reported: the latency of an
