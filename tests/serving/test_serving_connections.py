@@ -171,3 +171,14 @@ def test_predictions_over_a_kept_connection(predictor, http):
 def test_an_unknown_http_parser_is_refused():
     with pytest.raises(ValueError, match="http must be one of"):
         make_server(object(), http="h2")
+
+
+def test_without_httptools_auto_takes_h11(monkeypatch):
+    import sys
+
+    from xdex.serving import _deadline_protocol
+
+    monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)  # as if not installed
+    assert _deadline_protocol(1.0).__name__ == "DeadlineH11Protocol"
+    with pytest.raises(ValueError, match="needs the httptools package"):
+        _deadline_protocol(1.0, "httptools")
