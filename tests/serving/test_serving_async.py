@@ -148,3 +148,15 @@ def test_small_and_large_answers_are_the_predictor_rankings(client, predictor, t
         alone = [[label.key for label in labels] for labels in predictor.predict(texts, k)]
         assert served == alone
     assert 2 * 5 <= INLINE_LABELS < 40 * 60
+
+
+def test_the_loaded_objects_are_left_out_of_full_collections():
+    import gc
+
+    from xdex.cli.serve import _freeze_loaded_objects
+
+    try:
+        _freeze_loaded_objects()
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import logging
 import os
@@ -80,6 +81,7 @@ def register(app: typer.Typer) -> None:
                            "--read-only", host, model_dir, TOKEN_ENV)
         mode = " (read-only)" if not predictor.is_writer else " (POST /labels needs the token)" if token else ""
         logger.info("serving %s on http://%s:%d%s", model_dir, host, port, mode)
+        _freeze_loaded_objects()
         make_server(app_, host=host, port=port, limits=limits).run()
 
 
@@ -96,6 +98,15 @@ def _serving_threads(predictor: object) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
         logger.info("the model runs on %d intra-op thread(s) (OMP_NUM_THREADS sets another count)", threads)
+
+
+def _freeze_loaded_objects() -> None:
+    """Keep the objects of the loaded model (about 330,000 for an `ngame` model of foldoc-links-titles) out of the
+    garbage collector's full collections, which would otherwise scan them all: a pause of 160 ms for every request
+    in flight, once every few thousand requests (docs/benchmarks.md, "Serving"). Objects made later (added
+    labels, requests) are collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def _loopback(host: str) -> bool:
