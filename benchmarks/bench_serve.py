@@ -12,7 +12,8 @@ server process (all its threads; Linux) and of the clients: on a machine shared 
 figures move with that work, the CPU a request costs much less.
 
 ``--http-only`` measures the HTTP path alone: the server is the app of `xdex serve` with its uvicorn settings
-(``xdex.serving.create_app`` and ``make_server``, read-only) over the model whose ``predict`` answers every text
+(``xdex.serving.create_app`` and ``make_server``, read-only, the loaded objects frozen as `xdex serve` freezes
+them) over the model whose ``predict`` answers every text
 with one ranking computed at start, so a request costs what parsing, checking, batching, counting and writing
 it cost, without the model's work.
 
@@ -73,7 +74,13 @@ from xdex.serving import create_app, make_server
 predictor = Predictor(sys.argv[1], read_only=True)
 fixed = predictor.predict(["a text"], int(sys.argv[3]))[0]
 predictor.predict = lambda texts, k: [fixed[:k] for _ in texts]
-make_server(create_app(predictor, read_only=True), host="127.0.0.1", port=int(sys.argv[2]), log_level="info").run()
+app = create_app(predictor, read_only=True)
+try:  # as `xdex serve` does, where it does
+    from xdex.cli.serve import _freeze_loaded_objects
+    _freeze_loaded_objects()
+except ImportError:
+    pass
+make_server(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="info").run()
 """
 
 
