@@ -30,7 +30,8 @@ numbers): an empty or blank text, a text over ``Limits.max_text_chars`` characte
 field or a wrong type get a 422 answer that names the field and the rule, never the input. A body over
 ``Limits.max_body_bytes`` gets 413 as soon as that is known: at once from its ``Content-Length``, else when the
 count of received bytes passes it, without reading the rest; a body that does not arrive within
-``Limits.timeout_read`` seconds gets 408. :func:`make_server` adds uvicorn's connection limits and timeouts.
+``Limits.timeout_read`` seconds gets 408. :func:`make_server` adds uvicorn's connection limits and timeouts and a
+limit on a request head's size (``MAX_HEAD_BYTES``).
 Needs the ``serve`` extra.
 """
 
