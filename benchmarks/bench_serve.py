@@ -1,13 +1,27 @@
 """Load test of `xdex serve` on the loopback interface: throughput and latency percentiles.
 
     python -m benchmarks.bench_serve MODEL_DIR --data DIR [--clients 1 4 16] [--requests 2000]
-        [--seconds 60] [--k 10] [--additions 200] [--update-docs]
+        [--seconds 60] [--k 10] [--additions 200] [--client raw|httpx] [--http-only] [--update-docs]
 
 Starts `xdex serve MODEL_DIR` on 127.0.0.1 in a subprocess, waits for /health, then for each client
 count sends single-text `POST /predict` requests (texts taken in turn from the dataset's test split)
-from that many threads, each on its own keep-alive connection, until `--requests` requests or
+from that many clients, each on its own keep-alive connection, until `--requests` requests or
 `--seconds` seconds. Reports requests/s, p50/p95/p99 latency in ms (client side, connection reuse
-included) and the number of errors (any status other than 200 counts).
+included), the number of errors (any status other than 200 counts), and the CPU time per request of the
+server process (all its threads; Linux) and of the clients: on a machine shared with other work, wall-clock
+figures move with that work, the CPU a request costs much less.
+
+``--http-only`` measures the HTTP path alone: the server is the app of `xdex serve` with its uvicorn settings
+(``xdex.serving.create_app`` and ``make_server``, read-only, the loaded objects frozen as `xdex serve` freezes
+them) over the model whose ``predict`` answers every text
+with one ranking computed at start, so a request costs what parsing, checking, batching, counting and writing
+it cost, without the model's work.
+
+The clients share the machine with the server, so their own cost is part of what is measured. ``--client raw``
+(the default) runs them as coroutines of one event loop that write each request's bytes and read the whole
+answer (status line, headers, ``Content-Length`` bytes of body) from the socket: a full HTTP/1.1 round trip,
+for about a tenth of the CPU time of an httpx client (``--client httpx``: one thread and ``httpx.Client`` per
+client), which took about 1 ms of CPU per request: half a core of two at 500 requests/s.
 
 Then, on a copy of the model directory (the user's is never changed), one client adds ``--additions``
 labels one `POST /labels` request at a time while 4 clients keep predicting; reported: the latency of an
@@ -19,7 +33,10 @@ also by a server restarted on the copy.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -29,6 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -38,6 +56,8 @@ from benchmarks.harness import command_line, load_average, machine_line, publish
 log = logging.getLogger("bench_serve")
 MODULE = "benchmarks.bench_serve"
 SECTION = "## Serving: latency and throughput of `xdex serve`"
+CLIENTS = {"raw": "the clients coroutines of one event loop on raw sockets",
+           "httpx": "one thread and httpx client per client"}
 
 
 def free_port() -> int:
@@ -46,9 +66,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: Path, port: int, timeout: float = 120.0) -> subprocess.Popen:
-    """`xdex serve` in a subprocess, returned once /health answers."""
+# --http-only: the server of `xdex serve` over a model that answers every text with one ranking
+HTTP_ONLY_SERVER = """
+import sys
+from xdex.inference.predictor import Predictor
+from xdex.serving import create_app, make_server
+predictor = Predictor(sys.argv[1], read_only=True)
+fixed = predictor.predict(["a text"], int(sys.argv[3]))[0]
+predictor.predict = lambda texts, k: [fixed[:k] for _ in texts]
+app = create_app(predictor, read_only=True)
+try:  # as `xdex serve` does, where it does
+    from xdex.cli.serve import _freeze_loaded_objects
+    _freeze_loaded_objects()
+except ImportError:
+    pass
+make_server(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="info").run()
+"""
+
+
+def start_server(model_dir: Path, port: int, timeout: float = 120.0, http_only_k: int | None = None
+                 ) -> subprocess.Popen:
+    """`xdex serve` in a subprocess, returned once /health answers; with ``http_only_k``, the same app over a
+    model that answers every text with one ranking of that many labels (module docstring)."""
     command = [sys.executable, "-m", "xdex", "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]
+    if http_only_k is not None:
+        command = [sys.executable, "-c", HTTP_ONLY_SERVER, str(model_dir), str(port), str(http_only_k)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -98,11 +140,85 @@ def drive(url: str, texts: list[str], clients: int, k: int, next_request: Callab
             **percentiles(all_ms)}
 
 
-def load(url: str, texts: list[str], clients: int, requests: int, seconds: float, k: int) -> dict:
-    """``clients`` threads share ``requests`` single-text requests, for at most ``seconds``."""
+def drive_raw(url: str, texts: list[str], clients: int, k: int, next_request: Callable[[], int | None]) -> dict:
+    """As :func:`drive`, with ``clients`` coroutines of one event loop, each on its own keep-alive connection, that
+    write each request's bytes and read its whole answer: the same round trips for a fraction of the client's CPU
+    (module docstring). A connection that fails or that the server closes is opened again for the next request."""
+    parts = urlsplit(url)
+    host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+    latencies: list[float] = []
+    errors = 0
+
+    async def ask(streams: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes) -> tuple[int, bool]:
+        """The answer's status and whether the server keeps the connection open."""
+        reader, writer = streams
+        writer.write(request)
+        lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        headers = dict(line.lower().split(b":", 1) for line in lines[1:] if b":" in line)
+        if b"content-length" not in headers:  # every answer of xdex serve has one
+            raise ValueError("an answer without Content-Length")
+        await reader.readexactly(int(headers[b"content-length"]))
+        return status, headers.get(b"connection", b"").strip() != b"close"
+
+    async def client() -> None:
+        nonlocal errors
+        streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        while (i := next_request()) is not None:
+            body = json.dumps({"texts": [texts[i % len(texts)]], "k": k}).encode()
+            request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+            start = time.perf_counter()
+            try:
+                if streams is None:
+                    streams = await asyncio.open_connection(host, port)
+                status, keep = await ask(streams, request)
+            except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                status, keep = 0, False
+            latencies.append((time.perf_counter() - start) * 1000.0)
+            errors += status != 200
+            if not keep and streams is not None:
+                streams[1].close()
+                streams = None
+        if streams is not None:
+            streams[1].close()
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return time.perf_counter() - t0
+
+    wall = asyncio.run(run())
+    return {"clients": clients, "requests": len(latencies), "errors": errors, "rps": len(latencies) / wall,
+            **percentiles(latencies)}
+
+
+def load(url: str, texts: list[str], clients: int, requests: int, seconds: float, k: int,
+         client: str = "raw") -> dict:
+    """``clients`` clients (``raw`` or ``httpx``) share ``requests`` single-text requests, for at most
+    ``seconds``."""
     counter = iter(range(requests))
     stop = time.monotonic() + seconds
-    return drive(url, texts, clients, k, lambda: next(counter, None) if time.monotonic() < stop else None)
+    run = drive_raw if client == "raw" else drive
+    return run(url, texts, clients, k, lambda: next(counter, None) if time.monotonic() < stop else None)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system, all threads) that process ``pid`` has used so far; NaN where /proc is not."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def measured(server_pid: int, run: Callable[[], dict]) -> dict:
+    """``run()``'s figures, with the CPU ms per request of the server process and of this one (the clients)."""
+    server, client = process_cpu(server_pid), time.process_time()
+    row = run()
+    n = max(row["requests"], 1)
+    return {**row, "server_cpu_ms": (process_cpu(server_pid) - server) * 1000.0 / n,
+            "client_cpu_ms": (time.process_time() - client) * 1000.0 / n}
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -175,39 +291,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--additions", type=int, default=200,
                         help="labels added while predicting, on a copy of the model (0: skip)")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="load-test client of the prediction table (module docstring)")
+    parser.add_argument("--http-only", action="store_true",
+                        help="the HTTP path alone: a model that answers every text with one ranking (module docstring)")
     parser.add_argument("--update-docs", action="store_true", help=f"write the '{SECTION}' section")
     args = parser.parse_args(argv)
+    if args.http_only and args.update_docs:
+        parser.error("--http-only measures no model: its table does not replace the section")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request: the clients share the cores
     import xdex.data
 
     dataset = xdex.data.load(args.data)
     texts = (dataset.test or dataset.train).texts
     load_avg = load_average()
     port = free_port()
-    server = start_server(args.model_dir, port)
+    server = start_server(args.model_dir, port, http_only_k=args.k if args.http_only else None)
     try:
         url = f"http://127.0.0.1:{port}/predict"
-        load(url, texts, 1, 50, 30.0, args.k)  # warm-up
+        load(url, texts, 1, 50, 30.0, args.k, args.client)  # warm-up
         rows = []
         for clients in args.clients:
-            rows.append(load(url, texts, clients, args.requests, args.seconds, args.k))
+            rows.append(measured(server.pid, lambda c=clients: load(url, texts, c, args.requests, args.seconds, args.k,
+                                                                     args.client)))
             log.info("%s", rows[-1])
     finally:
         server.terminate()
         server.wait(timeout=30)
     extra: list[str] = []
-    if args.additions > 0:
+    if args.additions > 0 and not args.http_only:
         extra = additions_on_a_copy(args.model_dir, texts, args.additions, args.k)
-    table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    table = ["| clients | requests | errors | requests/s | p50 ms | p95 ms | p99 ms | server CPU ms/request | "
+             "client CPU ms/request |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     table += [f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.0f} | {r['p50']:.2f} | "
-              f"{r['p95']:.2f} | {r['p99']:.2f} |" for r in rows]
+              f"{r['p95']:.2f} | {r['p99']:.2f} | {r['server_cpu_ms']:.2f} | {r['client_cpu_ms']:.2f} |" for r in rows]
     command = command_line(MODULE, argv)
     section = "\n".join([
         SECTION, "", f"`{command}`", "",
         f"{machine_line([load_avg], torch_note=None)}. Server and clients share the machine; one text per request, "
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
-        "(keep-alive connections), after 50 warm-up requests.", "", *table, "", *extra,
+        f"(keep-alive connections, {CLIENTS[args.client]}), after 50 warm-up requests."
+        + (" The HTTP path alone (`--http-only`): every text answered with one fixed ranking, no model work."
+           if args.http_only else ""), "", *table, "", *extra,
     ])
     publish(section, args.update_docs)
     return 0

@@ -30,7 +30,8 @@ numbers): an empty or blank text, a text over ``Limits.max_text_chars`` characte
 field or a wrong type get a 422 answer that names the field and the rule, never the input. A body over
 ``Limits.max_body_bytes`` gets 413 as soon as that is known: at once from its ``Content-Length``, else when the
 count of received bytes passes it, without reading the rest; a body that does not arrive within
-``Limits.timeout_read`` seconds gets 408. :func:`make_server` adds uvicorn's connection limits and timeouts.
+``Limits.timeout_read`` seconds gets 408. :func:`make_server` adds uvicorn's connection limits and timeouts and a
+limit on a request head's size (``MAX_HEAD_BYTES``).
 Needs the ``serve`` extra.
 """
 
@@ -39,11 +40,13 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import stat
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
@@ -54,13 +57,14 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xdex import __version__
 from xdex.inference.added_labels import MAX_KEY_CHARS, MAX_LABEL_TEXT_CHARS, KeyConflict, check_new_key, shown
-from xdex.inference.batching import MicroBatcher
-from xdex.inference.predictor import Predictor, ReadOnlyError
+from xdex.inference.batching import MicroBatcher, _Request
+from xdex.inference.predictor import Predictor, ReadOnlyError, ScoredLabel
 
 if TYPE_CHECKING:
     import uvicorn
@@ -78,8 +82,11 @@ LATENCY_WINDOW = 10_000  # /predict latencies kept for the percentiles
 # upper bounds (s) of the latency histogram: fine steps over the 1-50 ms an answer takes, coarse ones beyond
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5,
                    1.0, 2.5, 10.0)
+INLINE_LABELS = 2000  # an answer of more labels is written on a thread of the pool, not on the event loop
+BATCH_WAIT = 0.001  # seconds a model call waits for company after one that answered several requests
 MAX_ERRORS = 20  # validation errors listed in a 422 answer
 MAX_MESSAGE_CHARS = 300  # characters of one error message in an answer
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers (h11's own limit; enforced for httptools)
 TOKEN_ENV = "XDEX_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 
@@ -166,6 +173,67 @@ class LabelOut(BaseModel):
 
 class AddLabelsResponse(BaseModel):
     ids: list[str]
+
+
+class _AsyncBatcher(MicroBatcher[list[ScoredLabel]]):
+    """A :class:`~xdex.inference.batching.MicroBatcher` that an event loop awaits: :meth:`submit` queues a request
+    and returns its future at once, so that ``POST /predict`` runs on the loop and only the model's call leaves it
+    (a blocking call would hold a thread of the pool for each request, one more hand-off each way).
+
+    After a call that answered several requests, the next one waits ``busy_wait`` seconds for company: under load,
+    the clients answered by a call send their next requests while the requests that came meanwhile are ranked, so
+    without a wait the calls take turns between two halves of the clients; with it, a call takes most of them, and
+    the model ranks a text for less (docs/benchmarks.md, "Serving"). A lone client's requests are answered one per
+    call, with no wait."""
+
+    def __init__(self, predict: Callable[[list[str], int], list[list[ScoredLabel]]], busy_wait: float = BATCH_WAIT):
+        if busy_wait < 0:
+            raise ValueError(f"busy_wait must be >= 0, not {busy_wait}")
+        super().__init__(predict)
+        self.busy_wait = busy_wait
+
+    def _answer(self, batch: list[_Request[list[ScoredLabel]]]) -> None:
+        self.max_wait = self.busy_wait if len(batch) > 1 else 0.0  # read by this thread, before its next call
+        super()._answer(batch)
+
+    def submit(self, texts: Sequence[str], k: int) -> "Future[list[list[ScoredLabel]]]":
+        """The future of ``predict(texts, k)``, answered through a shared call (as ``batcher(texts, k)``)."""
+        request: _Request[list[ScoredLabel]] = _Request(list(texts), k)
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the micro-batcher is closed")
+            self._waiting.append(request)
+            self._ready.notify()
+        return request.result
+
+
+async def _result(future: "Future[Any]") -> Any:
+    """The result of a thread's ``future``, awaited on the running loop. Unlike ``asyncio.wrap_future``, a cancelled
+    wait leaves ``future`` alone: the batcher's worker still sets its result (a cancelled future would refuse it)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def settle(done: "Future[Any]") -> None:  # on the loop
+        if waiter.done():
+            return
+        error = done.exception()
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(done.result())
+
+    future.add_done_callback(lambda done: loop.call_soon_threadsafe(settle, done))
+    return await waiter
+
+
+def predictions_json(ranked: Sequence[Sequence[ScoredLabel]]) -> bytes:
+    """The body of a ``POST /predict`` answer: the JSON that FastAPI wrote from :class:`PredictResponse` (UTF-8, a
+    score that is not finite ``null``, as pydantic writes them), without building and validating a model per
+    label."""
+    out = {"predictions": [[{"id": label.key, "text": label.text,
+                             "score": label.score if math.isfinite(label.score) else None} for label in labels]
+                           for labels in ranked]}
+    return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class RequestStats:
@@ -358,12 +426,14 @@ class Guard:
 
 
 def create_app(
-    predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None
+    predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None,
+    batch_wait: float = BATCH_WAIT,
 ) -> FastAPI:
     """The API over ``predictor`` (its model is loaded once and shared by all requests). ``read_only`` turns
     ``POST /labels`` off, for a model directory that must not change; otherwise the app claims the predictor's
     writer lock, and serves read-only with a warning when another process holds it. ``token``: the bearer token
-    that ``POST /labels`` needs (none: any client may add labels)."""
+    that ``POST /labels`` needs (none: any client may add labels). ``batch_wait``: seconds a model call waits for
+    more requests when the server is busy (:class:`_AsyncBatcher`; 0: never)."""
     limits = limits or Limits()
     if token is not None:
         check_token(token, "the token")
@@ -373,7 +443,7 @@ def create_app(
         except ReadOnlyError as e:  # tried again on every POST /labels
             logger.warning("%s; POST /labels answers 403 for now", e)
     PredictRequest, AddLabelsRequest = _request_models(limits)
-    batcher = MicroBatcher(predictor.predict)  # concurrent requests share one call of the model
+    batcher = _AsyncBatcher(predictor.predict, batch_wait)  # concurrent requests share one call of the model
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -393,16 +463,21 @@ def create_app(
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
+    # on the event loop: the request waits for the model's call without a thread of its own, and its answer is
+    # written as JSON directly (PredictResponse documents it); a large answer on a thread, so that writing it does
+    # not hold the other connections up
     @app.post("/predict", response_model=PredictResponse)
-    def predict(request: PredictRequest) -> PredictResponse:  # type: ignore[valid-type]  # built from the limits
+    async def predict(request: PredictRequest) -> Response:  # type: ignore[valid-type]  # built from the limits
         start = time.perf_counter()
         body = cast(_PredictBody, request)
-        ranked = batcher(body.texts, body.k)
+        ranked = await _result(batcher.submit(body.texts, body.k))
         stats.texts.inc(len(body.texts))
-        out = [[ScoredLabelOut(id=label.key, text=label.text, score=label.score) for label in labels]
-               for labels in ranked]
+        if sum(len(labels) for labels in ranked) <= INLINE_LABELS:
+            content = predictions_json(ranked)
+        else:
+            content = await run_in_threadpool(predictions_json, ranked)
         stats.observe(time.perf_counter() - start)
-        return PredictResponse(predictions=out)
+        return Response(content, media_type="application/json")
 
     @app.post("/labels", response_model=AddLabelsResponse, status_code=201)
     def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:  # type: ignore[valid-type]  # as above
@@ -496,43 +571,82 @@ def read_token(path: str | Path) -> str:
     return token
 
 
+HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
+
+
 def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-                log_level: str = "info") -> "uvicorn.Server":
+                log_level: str = "info", http: str = "auto") -> "uvicorn.Server":
     """A uvicorn server of ``app`` with ``limits``' connection settings: at most ``limit_concurrency``
     connections and requests at once (503 beyond), an idle connection closed after ``timeout_keep_alive``
-    seconds (a new one as well as one between requests), and a request's head to be complete within
+    seconds (a new one as well as one between requests), a request's head to be complete within
     ``timeout_read`` seconds of the connection opening or of the previous answer (else the connection is
-    closed). ``server.run()`` serves."""
+    closed) and to hold at most ``MAX_HEAD_BYTES`` (else 400). ``http``: the HTTP parser, ``httptools`` (in C,
+    the faster) or ``h11`` (pure Python); ``auto`` takes httptools when it is installed. The event loop is uvloop's
+    when it is installed (uvicorn's ``auto``). ``server.run()`` serves."""
     import uvicorn
 
     limits = limits or Limits()
-    config = uvicorn.Config(app, host=host, port=port, http=_h11_protocol(limits.timeout_read),
+    config = uvicorn.Config(app, host=host, port=port, http=_deadline_protocol(limits.timeout_read, http),
                             # uvicorn annotates an int but waits a float (loop.call_later): fractions work
                             timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]
                             limit_concurrency=limits.limit_concurrency,
+                            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
                             log_level=log_level)
     return uvicorn.Server(config)
 
 
-def _h11_protocol(timeout_read: float) -> type:
-    """uvicorn's h11 protocol with the two deadlines it lacks (:func:`make_server`)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+def _deadline_protocol(timeout_read: float, http: str = "auto") -> type:
+    """uvicorn's protocol for ``http`` (:func:`make_server`) with the two deadlines it lacks; for httptools, also
+    the limit on a request head's size that h11 has of its own."""
+    if http not in HTTP_IMPLEMENTATIONS:
+        raise ValueError(f"http must be one of {', '.join(HTTP_IMPLEMENTATIONS)}, not {http!r}")
+    base: Any
+    if http == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    else:
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        except ImportError:
+            if http == "httptools":
+                raise ValueError("http='httptools' needs the httptools package (the serve extra)") from None
+            from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    head_parser = base.__name__ == "HttpToolsProtocol"
 
-    class DeadlineH11Protocol(H11Protocol):
+    class DeadlineProtocol(base):
         _head_timer: asyncio.TimerHandle | None = None
         _armed_for: object = None  # the request cycle answered when the timer was armed
+        _head_bytes = 0  # received while a head was not complete (httptools)
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             # uvicorn arms its keep-alive timer only after an answer: a connection that never sends is idle too
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
                                                                 self.timeout_keep_alive_handler)
             self._arm()
 
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self._head_timer is not None and self.cycle is not self._armed_for:  # a new request's head is in
-                self._disarm()
+        if head_parser:
+            _in_head = True  # from the connection's start, or a request's end, to the next head's end
+
+            def data_received(self, data: bytes) -> None:
+                if self._in_head:
+                    self._head_bytes += len(data)
+                super().data_received(data)
+                if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                    self.send_400_response("Invalid HTTP request received.")  # as h11's limit answers
+
+            def on_headers_complete(self) -> None:
+                self._in_head, self._head_bytes = False, 0
+                super().on_headers_complete()
+                self._disarm()  # the head is in
+
+            def on_message_complete(self) -> None:
+                super().on_message_complete()
+                self._in_head = True
+        else:
+            def handle_events(self) -> None:
+                super().handle_events()
+                if self._head_timer is not None and self.cycle is not self._armed_for:  # a new request's head is in
+                    self._disarm()
 
         def on_response_complete(self) -> None:
             self._arm()  # before the next pipelined request is handled
@@ -558,4 +672,5 @@ def _h11_protocol(timeout_read: float) -> type:
                 logger.debug("closing a connection whose request head did not arrive within %g s", timeout_read)
                 self.transport.close()
 
-    return DeadlineH11Protocol
+    DeadlineProtocol.__name__ = DeadlineProtocol.__qualname__ = f"Deadline{base.__name__}"
+    return DeadlineProtocol

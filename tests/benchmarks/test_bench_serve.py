@@ -36,8 +36,46 @@ def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkey
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [row.split("|")[1:4] for row in table] == [[" 1 ", " 20 ", " 0 "], [" 2 ", " 20 ", " 0 "]]
+    assert all(float(row.split("|")[8]) > 0 and float(row.split("|")[9]) > 0 for row in table)  # CPU per request
     assert "k = 3" in out and written == [False]
     additions = [line for line in out.splitlines() if line.startswith("| `POST /labels`")]
     assert [row.split("|")[2:4] for row in additions] == [[" 5 ", " 0 "]]
     assert "for every added id: yes; after a restart on the same folder: yes" in out
     assert not (tmp_path / "model" / "added_labels.npz").exists()
+
+
+def test_both_clients_make_full_round_trips_and_count_errors(bench, tmp_path):
+    """The raw client reads whole answers on kept connections, as httpx does; a refused request is an error."""
+    toy = memorisation_task(n=32, length=4, vocab_size=40, seed=2)
+    train(toy, load_recipe("ngame", overrides=TINY), tmp_path / "model")
+    port = bench.free_port()
+    server = bench.start_server(tmp_path / "model", port)
+    url = f"http://127.0.0.1:{port}/predict"
+    try:
+        for client in ("raw", "httpx"):
+            served = bench.load(url, toy.test.texts, 3, 30, 30.0, 3, client)
+            assert (served["clients"], served["requests"], served["errors"]) == (3, 30, 0), client
+            refused = bench.load(url, toy.test.texts, 2, 10, 30.0, 0, client)  # k = 0: 422 answers
+            assert (refused["requests"], refused["errors"]) == (10, 10), client
+        stopped = bench.load("http://127.0.0.1:1/predict", toy.test.texts, 1, 3, 30.0, 3, "raw")  # nobody listens
+        assert (stopped["requests"], stopped["errors"]) == (3, 3)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_the_http_path_alone(bench, tmp_path, capsys, monkeypatch):
+    """--http-only: the app of `xdex serve` over a model that gives one ranking; no additions are run."""
+    toy = memorisation_task(n=32, length=4, vocab_size=40, seed=2)
+    xdex.data.save(toy, tmp_path / "data")
+    train(toy, load_recipe("ngame", overrides=TINY), tmp_path / "model")
+    monkeypatch.setattr(bench, "publish", lambda section, write: print(section))
+    args = [str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--clients", "2", "--requests", "20",
+            "--seconds", "10", "--k", "3", "--http-only"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split("|")[1:4] for row in table] == [[" 2 ", " 20 ", " 0 "]]
+    assert "The HTTP path alone" in out and "POST /labels" not in out
+    with pytest.raises(SystemExit):
+        bench.main([*args, "--update-docs"])

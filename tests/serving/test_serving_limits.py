@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from xdex.cli import serve as serve_cli
 from xdex.inference.added_labels import MAX_KEY_CHARS
-from xdex.serving import MAX_ERRORS, MAX_TEXT_CHARS, Limits, create_app, read_token, validation_errors
+from xdex.serving import BATCH_WAIT, MAX_ERRORS, MAX_TEXT_CHARS, Limits, create_app, read_token, validation_errors
 
 TOKEN = "s3cret-token-of-32-characters-xx"
 
@@ -115,9 +115,9 @@ def test_limits_must_be_positive(bad):
 def test_the_cli_defaults_are_the_limits_defaults():
     limits = Limits()
     assert (serve_cli.MAX_BODY_BYTES, serve_cli.MAX_TEXT_CHARS, serve_cli.MAX_TEXTS, serve_cli.TIMEOUT_READ,
-            serve_cli.TIMEOUT_KEEP_ALIVE, serve_cli.LIMIT_CONCURRENCY) == \
+            serve_cli.TIMEOUT_KEEP_ALIVE, serve_cli.LIMIT_CONCURRENCY, serve_cli.BATCH_WAIT) == \
         (limits.max_body_bytes, limits.max_text_chars, limits.max_texts, limits.timeout_read,
-         limits.timeout_keep_alive, limits.limit_concurrency)
+         limits.timeout_keep_alive, limits.limit_concurrency, BATCH_WAIT)
 
 
 @pytest.mark.parametrize("label_id", [

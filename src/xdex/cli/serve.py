@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import logging
 import os
@@ -13,9 +14,10 @@ from xdex.cli.evaluate import SEARCH_HELP
 
 logger = logging.getLogger(__name__)
 
-# the defaults of xdex.serving.Limits, which needs the serve extra to be imported
+# the defaults of xdex.serving.Limits (and BATCH_WAIT), which needs the serve extra to be imported
 MAX_BODY_BYTES, MAX_TEXT_CHARS, MAX_TEXTS = 4 * 1024 * 1024, 10_000, 1024
 TIMEOUT_READ, TIMEOUT_KEEP_ALIVE, LIMIT_CONCURRENCY = 20.0, 5.0, 128
+BATCH_WAIT = 0.001
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +48,10 @@ def register(app: typer.Typer) -> None:
         limit_concurrency: int = typer.Option(
             LIMIT_CONCURRENCY, "--limit-concurrency", min=1,
             help="Most connections and requests at once (503 beyond)."),
+        batch_wait: float = typer.Option(
+            BATCH_WAIT, "--batch-wait", min=0.0, max=1.0,
+            help="Seconds a model call waits for more requests when the previous call answered several (a busy "
+                 "server); 0: never. A lone client never waits."),
     ) -> None:
         """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health, GET /metrics (Prometheus) and GET
         /stats (JSON) (OpenAPI schema at /docs). Labels added with POST /labels are saved in MODEL_DIR
@@ -68,13 +74,39 @@ def register(app: typer.Typer) -> None:
             token = os.environ[TOKEN_ENV].strip()
             check_token(token, f"the token in ${TOKEN_ENV}")
         predictor = Predictor(model_dir, search=search, read_only=read_only)
-        app_ = create_app(predictor, read_only=read_only, limits=limits, token=token)
+        _serving_threads(predictor)
+        app_ = create_app(predictor, read_only=read_only, limits=limits, token=token, batch_wait=batch_wait)
         if predictor.is_writer and token is None and not _loopback(host):
             logger.warning("any client that reaches %s can add labels to %s: give a token (--token-file or $%s) or "
                            "--read-only", host, model_dir, TOKEN_ENV)
         mode = " (read-only)" if not predictor.is_writer else " (POST /labels needs the token)" if token else ""
         logger.info("serving %s on http://%s:%d%s", model_dir, host, port, mode)
+        _freeze_loaded_objects()
         make_server(app_, host=host, port=port, limits=limits).run()
+
+
+def _serving_threads(predictor: object) -> None:
+    """One intra-op thread for a model with a bag-of-embeddings encoder, as its training steps get
+    (xdex/train/threads.py): the server's calls rank a few texts each, and a second OpenMP thread waiting for a core
+    that the event loop or the clients hold costs more than it shares. ``OMP_NUM_THREADS`` set: unchanged."""
+    import torch
+
+    from xdex.train.threads import step_threads
+
+    encoder = getattr(getattr(getattr(predictor, "model", None), "net", None), "encoder", None)
+    threads = None if encoder is None else step_threads(encoder, torch.device("cpu"))
+    if threads is not None:
+        torch.set_num_threads(threads)
+        logger.info("the model runs on %d intra-op thread(s) (OMP_NUM_THREADS sets another count)", threads)
+
+
+def _freeze_loaded_objects() -> None:
+    """Keep the objects of the loaded model (about 330,000 for an `ngame` model of foldoc-links-titles) out of the
+    garbage collector's full collections, which would otherwise scan them all: a pause of 160 ms for every request
+    in flight, once every few thousand requests (docs/benchmarks.md, "Serving"). Objects made later (added
+    labels, requests) are collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def _loopback(host: str) -> bool:
