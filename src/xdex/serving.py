@@ -63,7 +63,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from xdex import __version__
 from xdex.inference.added_labels import MAX_KEY_CHARS, MAX_LABEL_TEXT_CHARS, KeyConflict, check_new_key, shown
-from xdex.inference.batching import MicroBatcher, _Request
+from xdex.inference.batching import MicroBatcher
 from xdex.inference.predictor import Predictor, ReadOnlyError, ScoredLabel
 
 if TYPE_CHECKING:
@@ -173,38 +173,6 @@ class LabelOut(BaseModel):
 
 class AddLabelsResponse(BaseModel):
     ids: list[str]
-
-
-class _AsyncBatcher(MicroBatcher[list[ScoredLabel]]):
-    """A :class:`~xdex.inference.batching.MicroBatcher` that an event loop awaits: :meth:`submit` queues a request
-    and returns its future at once, so that ``POST /predict`` runs on the loop and only the model's call leaves it
-    (a blocking call would hold a thread of the pool for each request, one more hand-off each way).
-
-    After a call that answered several requests, the next one waits ``busy_wait`` seconds for company: under load,
-    the clients answered by a call send their next requests while the requests that came meanwhile are ranked, so
-    without a wait the calls take turns between two halves of the clients; with it, a call takes most of them, and
-    the model ranks a text for less (docs/benchmarks.md, "Serving"). A lone client's requests are answered one per
-    call, with no wait."""
-
-    def __init__(self, predict: Callable[[list[str], int], list[list[ScoredLabel]]], busy_wait: float = BATCH_WAIT):
-        if busy_wait < 0:
-            raise ValueError(f"busy_wait must be >= 0, not {busy_wait}")
-        super().__init__(predict)
-        self.busy_wait = busy_wait
-
-    def _answer(self, batch: list[_Request[list[ScoredLabel]]]) -> None:
-        self.max_wait = self.busy_wait if len(batch) > 1 else 0.0  # read by this thread, before its next call
-        super()._answer(batch)
-
-    def submit(self, texts: Sequence[str], k: int) -> "Future[list[list[ScoredLabel]]]":
-        """The future of ``predict(texts, k)``, answered through a shared call (as ``batcher(texts, k)``)."""
-        request: _Request[list[ScoredLabel]] = _Request(list(texts), k)
-        with self._ready:
-            if self._closed:
-                raise RuntimeError("the micro-batcher is closed")
-            self._waiting.append(request)
-            self._ready.notify()
-        return request.result
 
 
 async def _result(future: "Future[Any]") -> Any:
@@ -433,7 +401,7 @@ def create_app(
     ``POST /labels`` off, for a model directory that must not change; otherwise the app claims the predictor's
     writer lock, and serves read-only with a warning when another process holds it. ``token``: the bearer token
     that ``POST /labels`` needs (none: any client may add labels). ``batch_wait``: seconds a model call waits for
-    more requests when the server is busy (:class:`_AsyncBatcher`; 0: never)."""
+    more requests when the server is busy (``MicroBatcher``'s ``busy_wait``; 0: never)."""
     limits = limits or Limits()
     if token is not None:
         check_token(token, "the token")
@@ -443,7 +411,7 @@ def create_app(
         except ReadOnlyError as e:  # tried again on every POST /labels
             logger.warning("%s; POST /labels answers 403 for now", e)
     PredictRequest, AddLabelsRequest = _request_models(limits)
-    batcher = _AsyncBatcher(predictor.predict, batch_wait)  # concurrent requests share one call of the model
+    batcher = MicroBatcher(predictor.predict, busy_wait=batch_wait)  # concurrent requests share one model call
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

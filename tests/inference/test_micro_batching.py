@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
+import xdex.inference.batching as batching
 from xdex.inference.batching import MicroBatcher
 
 
@@ -80,3 +82,39 @@ def test_a_lone_request_is_answered_at_once_and_a_closed_batcher_refuses():
         batcher(["a"], 1)
     with pytest.raises(ValueError, match="max_texts"):
         MicroBatcher(lambda texts, k: texts, max_texts=0)
+
+
+def test_a_call_waits_for_company_only_after_one_that_had_some(monkeypatch):
+    """Requests that came during a call are answered by the next one; only after a call of several requests does
+    the next call wait (``busy_wait``)."""
+    calls: list[list[str]] = []
+    started, release = threading.Event(), threading.Event()
+
+    def predict(texts: list[str], k: int) -> list[list[str]]:
+        calls.append(list(texts))
+        if texts == ["first"]:
+            started.set()
+            release.wait(30)
+        return [[text] for text in texts]
+
+    waits: list[float] = []
+    monkeypatch.setattr(batching, "time", SimpleNamespace(sleep=waits.append))  # the waits the worker asks for
+    batcher = MicroBatcher(predict, busy_wait=0.25)
+    try:
+        first = batcher.submit(["first"], 1)
+        assert started.wait(30)
+        during = [batcher.submit([text], 1) for text in ("second", "third")]
+        release.set()
+        assert [f.result(30) for f in (first, *during)] == [[["first"]], [["second"]], [["third"]]]
+        assert batcher.submit(["alone"], 1).result(30) == [["alone"]]
+        assert batcher.submit(["after the lone one"], 1).result(30) == [["after the lone one"]]
+    finally:
+        release.set()
+        batcher.close()
+    assert calls == [["first"], ["second", "third"], ["alone"], ["after the lone one"]]
+    assert waits == [0.25]  # only the call after the one of two requests waited
+
+
+def test_the_waits_are_not_negative():
+    with pytest.raises(ValueError, match="busy_wait"):
+        MicroBatcher(lambda texts, k: [[text] for text in texts], busy_wait=-1.0)

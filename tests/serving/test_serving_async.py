@@ -11,8 +11,9 @@ import threading
 import pytest
 
 pytest.importorskip("fastapi")
+from xdex.inference.batching import MicroBatcher
 from xdex.inference.predictor import ScoredLabel
-from xdex.serving import PredictResponse, ScoredLabelOut, _AsyncBatcher, _result, predictions_json
+from xdex.serving import PredictResponse, ScoredLabelOut, _result, predictions_json
 
 
 def test_the_answer_is_the_response_model_as_fastapi_wrote_it(predictor, toy):
@@ -35,7 +36,7 @@ def test_a_cancelled_wait_leaves_the_batcher_serving():
         release.wait(30)
         return [[f"{text}:{k}"] for text in texts]
 
-    batcher = _AsyncBatcher(predict)
+    batcher = MicroBatcher(predict)
 
     async def scenario() -> list[list[str]]:
         waiting = asyncio.ensure_future(_result(batcher.submit(["first"], 1)))
@@ -60,7 +61,7 @@ def test_a_failed_prediction_is_raised_to_its_request_only():
             raise ValueError("a text the model cannot read")
         return [[text] for text in texts]
 
-    batcher = _AsyncBatcher(predict)
+    batcher = MicroBatcher(predict)
 
     async def scenario() -> list[object]:
         futures = [_result(batcher.submit([text], 1)) for text in ("good", "bad", "fine")]
@@ -75,47 +76,10 @@ def test_a_failed_prediction_is_raised_to_its_request_only():
 
 
 def test_a_closed_batcher_refuses_new_requests():
-    batcher = _AsyncBatcher(lambda texts, k: [[text] for text in texts])
+    batcher = MicroBatcher(lambda texts, k: [[text] for text in texts])
     batcher.close()
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(["late"], 1)
-
-
-def test_a_call_waits_for_company_only_after_one_that_had_some():
-    """Requests that came during a call are answered by the next one; only after a call of several requests does
-    the next call wait (``busy_wait``)."""
-    calls: list[list[str]] = []
-    started, release = threading.Event(), threading.Event()
-
-    def predict(texts: list[str], k: int) -> list[list[str]]:
-        calls.append(list(texts))
-        if texts == ["first"]:
-            started.set()
-            release.wait(30)
-        return [[text] for text in texts]
-
-    batcher = _AsyncBatcher(predict, busy_wait=0.25)
-    waits: list[float] = []
-    try:
-        first = batcher.submit(["first"], 1)
-        assert started.wait(30)
-        waits.append(batcher.max_wait)  # after no call yet
-        during = [batcher.submit([text], 1) for text in ("second", "third")]
-        release.set()
-        assert [f.result(30) for f in (first, *during)] == [[["first"]], [["second"]], [["third"]]]
-        waits.append(batcher.max_wait)  # after the call of two requests
-        assert batcher.submit(["alone"], 1).result(30) == [["alone"]]
-        waits.append(batcher.max_wait)  # after a lone request's call
-    finally:
-        release.set()
-        batcher.close()
-    assert calls == [["first"], ["second", "third"], ["alone"]]
-    assert waits == [0.0, 0.25, 0.0]
-
-
-def test_the_wait_is_not_negative():
-    with pytest.raises(ValueError, match="busy_wait"):
-        _AsyncBatcher(lambda texts, k: [[text] for text in texts], busy_wait=-1.0)
 
 
 def test_a_bag_model_is_served_on_one_thread_unless_omp_num_threads_is_set(predictor, monkeypatch):

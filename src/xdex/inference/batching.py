@@ -4,7 +4,12 @@ A served model is fastest per text in batches (one encoder pass, one matrix prod
 lexical channel split over the cores), while clients send one text at a time. :class:`MicroBatcher` puts the
 requests that arrive while the model is busy into one call: a worker thread takes every waiting request (up to
 ``max_texts`` texts) as soon as the previous call returns, so an idle server answers a lone request at once and a
-busy one batches by itself; ``max_wait`` seconds of waiting for company can be added (default none). Requests
+busy one batches by itself; ``max_wait`` seconds of waiting for company can be added before every call (default
+none), or ``busy_wait`` seconds after a call that answered several requests only (a busy server: the clients it
+answered send their next requests while the requests that came meanwhile are ranked, so without a wait the calls
+take turns between two halves of the clients; with it, a call takes most of them and the model ranks a text for
+less, docs/benchmarks.md "Serving"; a lone client is never held). :meth:`MicroBatcher.submit` returns a request's
+future at once, for callers that wait on an event loop rather than on a thread. Requests
 with different ``k`` are never mixed (a ranking's candidates can depend on ``k``). A batch that fails is retried
 request by request, so each request gets its own answer or its own error.
 """
@@ -35,10 +40,13 @@ class _Request(Generic[R]):
 class MicroBatcher(Generic[R]):
     """``batcher(texts, k)`` answers as ``predict(texts, k)`` would, through shared calls (module docstring)."""
 
-    def __init__(self, predict: Callable[[list[str], int], list[R]], max_texts: int = 512, max_wait: float = 0.0):
-        if max_texts < 1 or max_wait < 0:
-            raise ValueError(f"max_texts must be >= 1 and max_wait >= 0, not {max_texts} and {max_wait}")
-        self.predict, self.max_texts, self.max_wait = predict, max_texts, max_wait
+    def __init__(self, predict: Callable[[list[str], int], list[R]], max_texts: int = 512, max_wait: float = 0.0,
+                 busy_wait: float = 0.0):
+        if max_texts < 1 or max_wait < 0 or busy_wait < 0:
+            raise ValueError(f"max_texts must be >= 1, max_wait and busy_wait >= 0, not {max_texts}, {max_wait} and "
+                             f"{busy_wait}")
+        self.predict, self.max_texts, self.max_wait, self.busy_wait = predict, max_texts, max_wait, busy_wait
+        self._busy = False  # whether the last call answered several requests (read and set by the worker alone)
         self._waiting: deque[_Request[R]] = deque()
         self._ready = threading.Condition()
         self._closed = False
@@ -46,13 +54,17 @@ class MicroBatcher(Generic[R]):
         self._worker.start()
 
     def __call__(self, texts: Sequence[str], k: int) -> list[R]:
+        return self.submit(texts, k).result()
+
+    def submit(self, texts: Sequence[str], k: int) -> Future[list[R]]:
+        """The future of ``predict(texts, k)``, answered through a shared call; returns at once."""
         request: _Request[R] = _Request(list(texts), k)
         with self._ready:
             if self._closed:
                 raise RuntimeError("the micro-batcher is closed")
             self._waiting.append(request)
             self._ready.notify()
-        return request.result.result()
+        return request.result
 
     def close(self) -> None:
         """Answer what is waiting, then stop the worker."""
@@ -68,9 +80,12 @@ class MicroBatcher(Generic[R]):
                     self._ready.wait()
                 if not self._waiting:  # closed and nothing left
                     return
-            if self.max_wait:
-                time.sleep(self.max_wait)  # let company arrive
-            self._answer(self._take())
+            wait = max(self.max_wait, self.busy_wait if self._busy else 0.0)
+            if wait:
+                time.sleep(wait)  # let company arrive
+            batch = self._take()
+            self._busy = len(batch) > 1
+            self._answer(batch)
 
     def _take(self) -> list[_Request[R]]:
         """The oldest waiting request and those after it with the same ``k``, up to ``max_texts`` texts (a larger
