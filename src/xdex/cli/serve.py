@@ -7,10 +7,14 @@ import ipaddress
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from xdex.cli.evaluate import SEARCH_HELP
+
+if TYPE_CHECKING:
+    from xdex.inference.predictor import Predictor
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +89,7 @@ def register(app: typer.Typer) -> None:
         make_server(app_, host=host, port=port, limits=limits).run()
 
 
-def _serving_threads(predictor: object) -> None:
+def _serving_threads(predictor: Predictor) -> None:
     """One intra-op thread for a model with a bag-of-embeddings encoder, as its training steps get
     (xdex/train/threads.py): the server's calls rank a few texts each, and a second OpenMP thread waiting for a core
     that the event loop or the clients hold costs more than it shares. ``OMP_NUM_THREADS`` set: unchanged."""
@@ -93,8 +97,7 @@ def _serving_threads(predictor: object) -> None:
 
     from xdex.train.threads import step_threads
 
-    encoder = getattr(getattr(getattr(predictor, "model", None), "net", None), "encoder", None)
-    threads = None if encoder is None else step_threads(encoder, torch.device("cpu"))
+    threads = step_threads(predictor.model.net.encoder, torch.device("cpu"))
     if threads is not None:
         torch.set_num_threads(threads)
         logger.info("the model runs on %d intra-op thread(s) (OMP_NUM_THREADS sets another count)", threads)
