@@ -22,7 +22,7 @@ from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.methods.classifiers import choose_fusion, train_classifier_table
 from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.plugin import Plugin, Run, register
-from xdex.methods.schema import AuxConfig, ClassifierConfig, RecipeConfig
+from xdex.methods.schema import AuxConfig, ClassifierConfig, MiningIndexConfig, RecipeConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
@@ -88,15 +88,17 @@ def train_classifiers(
     embed_batch_size: int,
     validation: tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None] | None = None,
     resume: bool = False,
+    mining: MiningIndexConfig | None = None,
 ) -> ClassifierFusionNet:
-    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6), then fused
-    with ẑ_l, the label embeddings Module I learnt: α·w_l + (1 − α)·ẑ_l."""
+    """Module II: classifiers w_l from ẑ_l = N(E(z_l) + a_{C(l)}) trained on hard negatives (Eq. 6) searched with
+    the ``mining`` index (None: exact), then fused with ẑ_l, the label embeddings Module I learnt:
+    α·w_l + (1 − α)·ẑ_l."""
     if not isinstance(net, DualEncoder):
         raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
     x = net.embed(queries, embed_batch_size)
     z = net.embed(labels, embed_batch_size)
     z_hat = z if aux is None else aux.augment_all(z)
-    w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume)
+    w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume, mining)
     alpha = config.fusion
     if alpha is None and validation is not None:
         tokens, y_valid, pairs = validation
@@ -152,7 +154,8 @@ def module_ii(run: Run) -> None:
     validation = (valid.tokens, valid.labels, valid.pairs) if valid is not None else None
     workdir = run.training_folder() / CLASSIFIERS
     run.net = train_classifiers(run.net, run.objective.aux, queries, labels, run.train_labels, config.classifiers,
-                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume)
+                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume,
+                                config.sampling.mining_index)
     run.checkpoints.append(workdir / CHECKPOINT)
 
 
