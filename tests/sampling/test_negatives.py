@@ -90,3 +90,18 @@ def test_unknown_mining_index_or_setting_is_refused():
         HardNegatives.mine(q, z, y, 5, index="annoy")
     with pytest.raises(ValueError, match="no setting 'ef'"):
         HardNegatives.mine(q, z, y, 5, index="hnsw", ef=10)
+
+
+def test_a_graph_that_cannot_fill_the_shortlists_falls_back_to_exact_search(monkeypatch, caplog):
+    from xdex.index.hnsw import HNSWIndex
+
+    def short(self, queries, k):
+        raise ValueError(f"HNSW search found fewer than {k} items")
+
+    q, z, y = _clustered(n_labels=800, n_queries=40, dim=8, seed=5)
+    exact = HardNegatives.mine(q, z, y, 6)
+    monkeypatch.setattr(HNSWIndex, "search", short)
+    with caplog.at_level("WARNING", logger="xdex.sampling.negatives"):
+        approx = HardNegatives.mine(q, z, y, 6, **HNSW)
+    assert np.array_equal(approx.shortlist, exact.shortlist)
+    assert "searching exactly" in caplog.text

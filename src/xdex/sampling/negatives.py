@@ -12,6 +12,7 @@ HNSW").
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ import torch
 
 from xdex.index.factory import build_index
 from xdex.index.hnsw import HNSWIndex
+
+log = logging.getLogger(__name__)
 
 MAX_POSITIVES_SKIPPED = 64  # positives a search looks past, at most, to fill a shortlist
 
@@ -50,10 +53,17 @@ class HardNegatives:
             settings = {**settings, "seed": seed, "num_threads": 1}
         search_index = build_index(index, z.shape[1], "ip", **settings)
         search_index.add(z)
+        max_pos = int(np.diff(y.indptr).max(initial=0))
+        k = min(len(z), shortlist_size + min(max_pos, MAX_POSITIVES_SKIPPED))
         if isinstance(search_index, HNSWIndex):
             search_index.num_threads = torch.get_num_threads()
-        max_pos = int(np.diff(y.indptr).max(initial=0))
-        _, ids = search_index.search(q, min(len(z), shortlist_size + min(max_pos, MAX_POSITIVES_SKIPPED)))
+            try:
+                _, ids = search_index.search(q, k)
+            except ValueError as e:  # a graph that cannot give k labels to some query: the exact search gives them
+                log.warning("hard negatives: %s; searching exactly", e)
+                return cls.mine(q, z, y, shortlist_size)
+        else:
+            _, ids = search_index.search(q, k)
         return cls.from_search(ids, y, shortlist_size)
 
     @classmethod
