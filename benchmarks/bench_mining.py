@@ -1,14 +1,15 @@
 """Hard-negative mining with an HNSW graph against exact search: refresh time, recall and validation quality.
 
-    python -m benchmarks.bench_mining refresh [--labels 10000 100000] [--queries 20000] [--threads N] [--seed 0]
-        [--set key=value ...] [--update-docs]
+    python -m benchmarks.bench_mining refresh [--labels 10000 100000] [--queries 20000] [--repeats 1] [--threads N]
+        [--seed 0] [--set key=value ...] [--update-docs]
     python -m benchmarks.bench_mining quality [--data-root DIR] [--datasets NAME ...] [--methods unidec ngame]
         [--seeds 0 1] [--set key=value ...] [--json out.json] [--update-docs]
 
 ``refresh``: the synthetic data and packaged `unidec` recipe of ``bench_unidec_step`` (N queries, L labels); for
 each L, in a process of its own, the untrained network's refresh 0 (embedding every query and label, the query
 clusters, the hard-negative shortlists) runs with ``sampling.mining_index.kind=exact`` and then ``hnsw``, on the
-same vectors. Reported: each refresh's seconds, the search alone, and the recall of the HNSW shortlists against
+same vectors, alternately --repeats times. Reported: the median seconds of each refresh and of its search alone
+(the HNSW graph's build included), and the recall of the HNSW shortlists against
 the exact ones (``xdex.index.recall_at_k`` at the shortlist size: the share of the exact shortlist's negatives
 that the HNSW shortlist holds).
 
@@ -60,8 +61,9 @@ KS = [1, 3, 5]
 
 # --- refresh: time and recall on synthetic data -------------------------------------------------------
 
-def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: int = 0) -> dict:
-    """Refresh 0 of the untrained `unidec` network with exact and with HNSW mining: seconds and recall."""
+def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: int = 0, repeats: int = 1) -> dict:
+    """Refresh 0 of the untrained `unidec` network with exact and with HNSW mining, alternately ``repeats`` times:
+    median seconds, and recall."""
     from benchmarks.bench_unidec_step import synthetic_data, tokenizer_sample
     from xdex.encoders.factory import build_encoder
     from xdex.index.recall import recall_at_k
@@ -86,17 +88,20 @@ def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: i
         return out
 
     negatives.HardNegatives.mine = classmethod(timed_mine)  # type: ignore[method-assign, assignment]
-    record: dict = {"labels": n_labels, "queries": n_queries}
+    record: dict = {"labels": n_labels, "queries": n_queries, "repeats": repeats}
     shortlists = {}
+    times: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+    for _ in range(repeats):  # alternately, so that a change of the machine's load touches both
+        for kind in KINDS:
+            objective.cfg.mining_index.kind = kind
+            start = time.perf_counter()
+            objective.refresh(0)
+            times[kind].append((time.perf_counter() - start, search_s[-1]))
+            shortlists[kind] = objective.negatives.shortlist
+            log.info("L = %d: %s refresh %.1f s (search %.1f s)", n_labels, kind, *times[kind][-1])
     for kind in KINDS:
-        objective.cfg.mining_index.kind = kind
-        start = time.perf_counter()
-        objective.refresh(0)
-        record[f"{kind}_refresh_s"] = time.perf_counter() - start
-        record[f"{kind}_search_s"] = search_s[-1]
-        shortlists[kind] = objective.negatives.shortlist
-        log.info("L = %d: %s refresh %.1f s (search %.1f s)", n_labels, kind, record[f"{kind}_refresh_s"],
-                 search_s[-1])
+        record[f"{kind}_refresh_s"] = float(np.median([t[0] for t in times[kind]]))
+        record[f"{kind}_search_s"] = float(np.median([t[1] for t in times[kind]]))
     size = shortlists["exact"].shape[1]
     record["shortlist"] = size
     record["recall"] = recall_at_k(shortlists["hnsw"], shortlists["exact"], size)
@@ -209,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="quality: trainer seeds")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     parser.add_argument("--seed", type=int, default=0, help="refresh: seed of the synthetic data")
+    parser.add_argument("--repeats", type=int, default=1, help="refresh: refreshes of each kind (medians shown)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     parser.add_argument("--json", type=Path, help="also write the records to this JSON file")
     parser.add_argument("--update-docs", action="store_true", help=f"write the part's section of {DOCS}")
@@ -229,8 +235,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--set: {error}")
     load = load_average()
     if args.part == "refresh":
-        records = [isolated({"part": "refresh", "n_labels": n, "n_queries": args.queries, "overrides": args.set,
-                             "seed": args.seed}, args.threads, {"labels": n}) for n in args.labels]
+        jobs = [{"part": "refresh", "n_labels": n, "n_queries": args.queries, "overrides": args.set, "seed": args.seed,
+                 "repeats": args.repeats} for n in args.labels]
+        records = [isolated(job, args.threads, {"labels": job["n_labels"]}) for job in jobs]
         lines = refresh_table(records)
         title = REFRESH_TITLE
     else:
