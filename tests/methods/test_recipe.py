@@ -180,3 +180,18 @@ def test_documents_without_labels_are_left_out_of_training():
     train_rows, valid_rows = split_validation(split, size=5, seed=0)  # at most a fifth of the labelled rows
     assert len(valid_rows) == 0 or set(valid_rows) <= {0, 2, 4, 5}
     assert not set(train_rows) & set(valid_rows) and set(train_rows) | set(valid_rows) == {0, 2, 4, 5}
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_with_its_default(tmp_path):
+    import yaml
+
+    from xdex.methods.run import check_run_config
+
+    path = tmp_path / "config.yaml"
+    check_run_config(path, load_recipe("unidec"), resume=False)
+    recorded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    del recorded["sampling"]["mining_index"]  # as an older xdex recorded it
+    path.write_text(yaml.safe_dump(recorded), encoding="utf-8")
+    check_run_config(path, load_recipe("unidec"), resume=True)
+    with pytest.raises(ValueError, match=r"sampling\.mining_index\.kind"):
+        check_run_config(path, load_recipe("unidec", overrides=["sampling.mining_index.kind=hnsw"]), resume=True)

@@ -27,7 +27,7 @@ from torch import nn
 
 from xdex.index.retrieval import retrieve
 from xdex.losses import build_loss
-from xdex.methods.schema import ClassifierTraining
+from xdex.methods.schema import ClassifierTraining, MiningIndexConfig
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import depth_with_filter, remove_pairs
 from xdex.sampling import Batch, HardNegatives, PoolStats, QueryBatcher, seeded_batch
@@ -140,12 +140,13 @@ class ClassifierObjective:
 
 def train_classifier_table(
     features: torch.Tensor, start: torch.Tensor, train_labels: sp.csr_matrix, config: ClassifierTraining,
-    trainer_config: TrainerConfig, workdir: Path, resume: bool = False,
+    trainer_config: TrainerConfig, workdir: Path, resume: bool = False, mining: MiningIndexConfig | None = None,
 ) -> torch.Tensor:
     """Per-label classifiers W [L, d] started at ``start`` and trained over the fixed document ``features`` on hard
-    negatives from an exact search of ``start`` (Eq. 6; DEXA Module II, NGAME M2, OAK stage 3), checkpointed in
-    ``workdir`` so that ``resume`` continues them."""
-    shortlist = hard_negative_shortlist(features.numpy(), start.numpy(), train_labels, config.shortlist_size)
+    negatives from a search of ``start`` (Eq. 6; DEXA Module II, NGAME M2, OAK stage 3) by the ``mining`` index
+    (``sampling.mining_index``; None: exact), checkpointed in ``workdir`` so that ``resume`` continues them."""
+    shortlist = hard_negative_shortlist(features.numpy(), start.numpy(), train_labels, config.shortlist_size, mining,
+                                        seed=trainer_config.seed)
     objective = ClassifierObjective(
         features, start, train_labels, build_loss(**config.loss), config.batch_size, config.beta,
         config.hard_negatives, shortlist, seed=trainer_config.seed,
@@ -170,11 +171,14 @@ def _check_shortlist(shortlist: np.ndarray | None, n_docs: int, n_labels: int) -
 
 
 def hard_negative_shortlist(
-    doc_embeddings: np.ndarray, label_vectors: np.ndarray, train_labels: sp.csr_matrix, size: int
+    doc_embeddings: np.ndarray, label_vectors: np.ndarray, train_labels: sp.csr_matrix, size: int,
+    mining: MiningIndexConfig | None = None, seed: int = 0,
 ) -> np.ndarray:
     """N̂_i of Eq. 6: the ``size`` labels of highest inner product with each document, its positives
-    removed (``[N, size]``, best first, ``-1``-padded), by exact search over ``label_vectors`` (ẑ)."""
-    return HardNegatives.mine(doc_embeddings, label_vectors, train_labels, size).shortlist
+    removed (``[N, size]``, best first, ``-1``-padded), by a search over ``label_vectors`` (ẑ) with the
+    ``mining`` index (None: exact; an HNSW graph is built from ``seed``)."""
+    settings = (mining or MiningIndexConfig()).settings()
+    return HardNegatives.mine(doc_embeddings, label_vectors, train_labels, size, seed=seed, **settings).shortlist
 
 
 def choose_fusion(

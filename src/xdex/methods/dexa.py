@@ -25,7 +25,7 @@ from xdex.cluster.label_clusters import cluster_labels, clusters_for_ratio
 from xdex.methods.classifiers import choose_fusion, train_classifier_table
 from xdex.methods.objective import DualEncoderObjective
 from xdex.methods.plugin import Plugin, Run, register
-from xdex.methods.schema import AuxConfig, ClassifierConfig, RecipeConfig
+from xdex.methods.schema import AuxConfig, ClassifierConfig, MiningIndexConfig, RecipeConfig
 from xdex.modules.auxiliary import AuxiliaryVectors
 from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.fusion import ClassifierFusionNet
@@ -116,16 +116,18 @@ def train_classifiers(
     validation: ValidationSet | None = None,
     resume: bool = False,
     label_embeddings: str = "validation",
+    mining: MiningIndexConfig | None = None,
 ) -> ClassifierFusionNet:
     """Module II: classifiers w_l started from the label embeddings Module I leaves (:func:`module_i_labels`; ẑ_l
-    in DEXA) and trained on hard negatives (Eq. 6), then fused with those embeddings: α·w_l + (1 − α)·ẑ_l."""
+    in DEXA) and trained on hard negatives (Eq. 6) searched with the ``mining`` index (None: exact), then fused with
+    those embeddings: α·w_l + (1 − α)·ẑ_l."""
     if not isinstance(net, DualEncoder):
         raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
     x = net.embed(queries, embed_batch_size)
     z_hat = (net.embed(labels, embed_batch_size) if aux is None else
              module_i_labels(net, aux, labels, label_embeddings, validation, embed_batch_size,
                              trainer_config.select_metric))
-    w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume)
+    w = train_classifier_table(x, z_hat, train_labels, config, trainer_config, workdir, resume, mining)
     alpha = config.fusion
     if alpha is None and validation is not None:
         tokens, y_valid, pairs = validation
@@ -187,7 +189,8 @@ def module_ii(run: Run) -> None:
     workdir = run.training_folder() / CLASSIFIERS
     run.net = train_classifiers(run.net, run.objective.aux, queries, labels, run.train_labels, config.classifiers,
                                 config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume,
-                                config.aux.label_embeddings if config.aux is not None else "augmented")
+                                config.aux.label_embeddings if config.aux is not None else "augmented",
+                                config.sampling.mining_index)
     run.checkpoints.append(workdir / CHECKPOINT)
 
 

@@ -217,7 +217,8 @@ def refine(run: Run) -> None:
     y = net.embed(labels, batch)
     x_hat = augment.enrich(net.embed(queries, batch), pad_links(run.shared["links"]), batch)
     workdir = run.training_folder() / REFINE
-    w = train_classifier_table(x_hat, y, run.train_labels, oak.refine, run.config.trainer, workdir, run.resume)
+    w = train_classifier_table(x_hat, y, run.train_labels, oak.refine, run.config.trainer, workdir, run.resume,
+                               run.config.sampling.mining_index)
     run.net = OakNet(encoder, augment, y, w, run.shared["linker"], oak.top_k, oak.threshold, oak.candidates)
     run.checkpoints.append(workdir / CHECKPOINT)
 

@@ -2,10 +2,11 @@
 
 Each epoch: (1) at refresh epochs, one embedding pass over the training queries (and the labels
 when hard negatives are mined) feeds the refresh hooks: balanced 2-means clusters of the queries
-become NGAME's negative-mining-aware batches, and an index search gives each query a shortlist of
-hard negatives (DEXML Sec. 5.4); (2) each batch's label pool is the sampled positives of its
-queries plus η sampled hard negatives per query (and, with ``cache_negatives``, the hardest negatives
-against a label-embedding cache, DEXML Appendix C.3), with every in-pool positive masked (UniDEC Fig. 2);
+become NGAME's negative-mining-aware batches, and an index search (exact, or an HNSW graph of the label
+vectors: ``sampling.mining_index``) gives each query a shortlist of hard negatives (DEXML Sec. 5.4);
+(2) each batch's label pool is the sampled positives of its queries plus η sampled hard negatives per
+query (and, with ``cache_negatives``, the hardest negatives against a label-embedding cache, DEXML
+Appendix C.3), with every in-pool positive masked (UniDEC Fig. 2);
 (3) the loss is applied to S = Φ(x)·Φ(z)ᵀ over the pool. With DEXA's auxiliary vectors the label
 side is the augmented embedding N(Φ(z_l) + a_{C(l)}) (DEXA Eq. 5), in the loss and in the index the
 hard negatives come from; documents get no auxiliary vector.
@@ -180,8 +181,10 @@ class DualEncoderObjective:
         if self.cfg.hard_negatives > 0:
             size = self.cfg.shortlist_size or self.cfg.hard_negatives * self.cfg.refresh_every
             vectors = (z if self.aux is None else self.aux.augment_all(z)).numpy()
-            self.negatives = HardNegatives.mine(q, vectors, self.y, size)
-            log.info("refresh %d: hard-negative shortlists of %d labels", r, size)
+            self.negatives = HardNegatives.mine(q, vectors, self.y, size, seed=self.seed + r,
+                                                **self.cfg.mining_index.settings())
+            log.info("refresh %d: hard-negative shortlists of %d labels (%s search)", r, size,
+                     self.cfg.mining_index.kind)
 
 
 def _floor_pow2(n: int) -> int:

@@ -19,13 +19,13 @@ import yaml
 
 from xdex import __version__
 from xdex.atomic import atomic_write_text
-from xdex.config import to_dict
+from xdex.config import ConfigError, to_dict
 from xdex.data.dataset import Catalogue, Dataset, Split
 from xdex.index import build_index
 from xdex.index.retrieval import retrieve
 from xdex.inference.card import write_card
 from xdex.inference.model import DualEncoderModel
-from xdex.methods.schema import upgrade_names
+from xdex.methods.schema import RecipeConfig, upgrade_names
 from xdex.metrics.measures import compute_metrics
 from xdex.metrics.ranking import remove_pairs
 from xdex.train import Trainer
@@ -124,8 +124,8 @@ def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
     current["trainer"].pop("progress")
     if resume and path.exists():
         saved = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if isinstance(saved, dict):  # a run started by an older xdex: its settings under their new names
-            saved = upgrade_names(saved)
+        if isinstance(saved, dict):  # a run started by an older xdex: its settings under their new names, and
+            saved = _with_defaults(upgrade_names(saved))  # the settings added since at their defaults
         changed = sorted(_changed_keys(saved, current))
         if changed:
             raise ValueError(f"{path}: the run was started with other settings ({', '.join(changed)}); "
@@ -133,6 +133,17 @@ def check_run_config(path: Path, config: RecipeConfig, resume: bool) -> None:
         return
     if is_main():
         atomic_write_text(path, yaml.safe_dump(current, sort_keys=False))
+
+
+def _with_defaults(saved: dict) -> dict:
+    """A recorded run config with every setting it lacks at its default (a run started before the setting existed
+    ran as its default does); as it is where it does not read as a recipe."""
+    try:
+        full = to_dict(RecipeConfig.from_dict(saved))
+    except (ConfigError, TypeError):
+        return saved
+    full["trainer"].pop("progress", None)
+    return full
 
 
 def _changed_keys(a: object, b: object, prefix: str = "") -> list[str]:

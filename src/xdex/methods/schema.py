@@ -51,6 +51,30 @@ def _section(recipe: dict, dotted: str) -> dict:
 
 
 @dataclass
+class MiningIndexConfig:
+    """How hard negatives are searched (the ``sampling.mining_index`` section): exact inner products over every
+    label vector, or an HNSW graph built over the label vectors at each refresh (:class:`xdex.index.HNSWIndex`;
+    M, ef_construction and ef_search as there; built on one thread, so that a seed gives one graph)."""
+
+    kind: Literal["exact", "hnsw"] = "exact"
+    M: int = 16  # links per node of the graph
+    ef_construction: int = 32  # candidate list while building (cost grows with it)
+    ef_search: int = 128  # candidate list while searching (at least the shortlist and the positives skipped)
+
+    def __post_init__(self) -> None:
+        for name, least in (("M", 2), ("ef_construction", 2), ("ef_search", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"sampling.mining_index.{name} must be an integer of at least {least}, got {value!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """The index kind and its settings, as :meth:`xdex.sampling.HardNegatives.mine` takes them."""
+        if self.kind == "exact":
+            return {"index": "exact"}
+        return {"index": self.kind, "M": self.M, "ef_construction": self.ef_construction, "ef_search": self.ef_search}
+
+
+@dataclass
 class SamplingConfig:
     """How batches and label pools are built."""
 
@@ -68,6 +92,7 @@ class SamplingConfig:
     label_space: Literal["pool", "full"] = "pool"  # full: every step scores all L labels (DEXML-Full, Sec. 4.2)
     label_chunk: int = 1024  # labels encoded at a time by the gradient cache of the full label space
     cache_negatives: int = 0  # hard negatives per query from the label-embedding cache each step (DEXML C.3)
+    mining_index: MiningIndexConfig = field(default_factory=MiningIndexConfig)  # the search of hard negatives
 
 
 @dataclass

@@ -3,14 +3,26 @@
 Every τ epochs the index of label embeddings is searched for each training query; its
 positives are dropped and the best ``shortlist_size`` remaining labels are kept (UniDEC
 advises |H_i| = η·τ). Each step samples η of them per query uniformly.
+
+The index is exact (every query against every label: N·L products) or an HNSW graph built over the label
+vectors at each refresh (about L + N searches of the graph), which pays off when N·L is large; its shortlists
+are the exact ones but for the neighbours the graph misses (docs/benchmarks.md, "Hard-negative mining with
+HNSW").
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
+import torch
 
-from xdex.index import ExactIndex
+from xdex.index.factory import build_index
+from xdex.index.hnsw import HNSWIndex
+
+log = logging.getLogger(__name__)
 
 MAX_POSITIVES_SKIPPED = 64  # positives a search looks past, at most, to fill a shortlist
 
@@ -23,9 +35,13 @@ class HardNegatives:
 
     @classmethod
     def mine(
-        cls, query_vectors: np.ndarray, label_vectors: np.ndarray, labels: sp.csr_matrix, shortlist_size: int
+        cls, query_vectors: np.ndarray, label_vectors: np.ndarray, labels: sp.csr_matrix, shortlist_size: int,
+        index: str = "exact", seed: int = 0, **settings: Any,
     ) -> HardNegatives:
-        """Shortlists from an exact inner-product search of ``label_vectors`` for every query vector."""
+        """Shortlists from an inner-product search of ``label_vectors`` for every query vector: exact
+        (``index="exact"``), or over an HNSW graph of the label vectors (``"hnsw"``, with ``settings`` M,
+        ef_construction and ef_search of :class:`~xdex.index.HNSWIndex`), built on one thread from ``seed`` and
+        searched on torch's threads (the same shortlists for any thread count)."""
         q = np.ascontiguousarray(query_vectors, dtype=np.float32)
         z = np.ascontiguousarray(label_vectors, dtype=np.float32)
         y = sp.csr_matrix(labels)
@@ -33,10 +49,21 @@ class HardNegatives:
             raise ValueError(f"the shortlist size must be positive, got {shortlist_size}")
         if q.ndim != 2 or z.ndim != 2 or q.shape[1] != z.shape[1] or y.shape != (len(q), len(z)):
             raise ValueError(f"queries {q.shape} and labels {z.shape} do not fit a {y.shape} label matrix")
-        index = ExactIndex(z.shape[1], metric="ip")
-        index.add(z)
+        if index == HNSWIndex.kind:
+            settings = {**settings, "seed": seed, "num_threads": 1}
+        search_index = build_index(index, z.shape[1], "ip", **settings)
+        search_index.add(z)
         max_pos = int(np.diff(y.indptr).max(initial=0))
-        _, ids = index.search(q, min(len(z), shortlist_size + min(max_pos, MAX_POSITIVES_SKIPPED)))
+        k = min(len(z), shortlist_size + min(max_pos, MAX_POSITIVES_SKIPPED))
+        if isinstance(search_index, HNSWIndex):
+            search_index.num_threads = torch.get_num_threads()
+            try:
+                _, ids = search_index.search(q, k)
+            except ValueError as e:  # a graph that cannot give k labels to some query: the exact search gives them
+                log.warning("hard negatives: %s; searching exactly", e)
+                return cls.mine(q, z, y, shortlist_size)
+        else:
+            _, ids = search_index.search(q, k)
         return cls.from_search(ids, y, shortlist_size)
 
     @classmethod
