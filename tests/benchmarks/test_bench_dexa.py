@@ -77,15 +77,19 @@ def dexa_run(ratio: float, hlp: int, clusters: int, de: float, fused: float, hea
     common = {"dataset": "toy", "train_s": 12.4, "peak_mb": 700.0}
     return {"dataset": "toy", "recipe": "dexa", "ratio": ratio, "hlp": hlp, "budget": clusters, "head": head,
             "clusters": clusters, "a_bytes": clusters * 256 * 4,
-            "records": [common | {"method": "dexa", "metrics": metrics(fused)},
+            "records": [common | {"method": "dexa [fused]", "metrics": metrics(40.0)},  # the ranking stage: left out
+                        common | {"method": "dexa-dense", "metrics": metrics(fused)},
                         common | {"method": "dexa-de", "metrics": metrics(de)},
                         common | {"method": "dexa-clf", "metrics": metrics(1.0)}]}
 
 
 @pytest.fixture
 def runs():
+    common = {"dataset": "toy", "train_s": 7.0, "peak_mb": 600.0}
     ngame = {"dataset": "toy", "recipe": "ngame", "records": [
-        {"dataset": "toy", "method": "ngame", "metrics": metrics(20.0), "train_s": 7.0, "peak_mb": 600.0}]}
+        common | {"method": "ngame [fused]", "metrics": metrics(40.0)},
+        common | {"method": "ngame-dense", "metrics": metrics(21.0)},
+        common | {"method": "ngame-de", "metrics": metrics(20.0)}]}
     failed = {"dataset": "toy", "recipe": "dexa", "ratio": 64.0, "hlp": 50, "budget": 128, "head": 130,
               "clusters": 0, "a_bytes": 0,
               "records": [{"dataset": "toy", "method": "dexa", "error": "130 head labels leave none"}]}
@@ -98,7 +102,7 @@ def test_table_rows(bench, runs):
     lines = bench.table(runs)
     assert lines[0].startswith("| recipe | r | K | HLP | A MB | P@1 I |")
     assert len(lines) == 2 + 4 and all(line.count("|") == lines[0].count("|") for line in lines)
-    assert lines[2] == ("| ngame | — | 0 | — | — | 20.00 | 10.00 | 21.00 | 22.00 | — | — | — | — "
+    assert lines[2] == ("| ngame | — | 0 | — | — | 20.00 | 10.00 | 21.00 | 22.00 | 21.00 | 10.50 | 22.00 | 23.00 "
                         "| 7 | 600 |")
     # 512 * 256 * 4 bytes = 0.52 MB
     assert lines[3] == ("| dexa | 16 | 512 | off | 0.52 | 22.00 | 11.00 | 23.00 | 24.00 | 24.00 | 12.00 | 25.00 "
@@ -109,9 +113,8 @@ def test_table_rows(bench, runs):
 
 def test_verdict_picks_the_best_run_of_each_search(bench, runs):
     text = bench.verdict(runs)
-    assert text.startswith("NGAME 20.00 P@1; ")
-    assert "Module I alone (dexa-de) at its best (K=4151, HLP 50) 23.50 P@1, +3.50 over NGAME" in text
-    assert "fused (dexa) at its best (K=512, HLP off) 24.00 P@1, +4.00 over NGAME" in text
+    assert "Module I alone: NGAME 20.00 P@1, DEXA at its best (K=4151, HLP 50) 23.50, +3.50" in text
+    assert "fused with Module II: NGAME 21.00 P@1, DEXA at its best (K=512, HLP off) 24.00, +3.00" in text
 
 
 def test_verdict_without_ngame(bench, runs):
@@ -149,10 +152,14 @@ def test_report_sections(bench, runs):
 
 def test_dir_bytes_and_module_one_seconds(bench, tmp_path):
     (tmp_path / "a.bin").write_bytes(b"x" * 10)
+    (tmp_path / "encoder").mkdir()
+    (tmp_path / "encoder" / "model.bin").write_bytes(b"x" * 5)
+    (tmp_path / "ranker").mkdir()
+    (tmp_path / "ranker" / "fusion.json").write_bytes(b"x" * 7)  # the ranking stage's: not counted
     log = tmp_path / bench.TRAINING / "metrics.jsonl"
     log.parent.mkdir()
     log.write_text(json.dumps({"epoch": 1, "seconds": 1.25}) + "\n" + json.dumps({"epoch": 2, "seconds": 2.5}) + "\n")
-    assert bench.dir_bytes(tmp_path) == 10 + log.stat().st_size
+    assert bench.dir_bytes(tmp_path) == 10 + 5  # the network's files: the training log apart too
     assert bench.module_one_seconds(tmp_path) == pytest.approx(3.75)
     with pytest.raises(FileNotFoundError, match="no training log"):
         bench.module_one_seconds(tmp_path / bench.TRAINING)
