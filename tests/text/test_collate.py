@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import torch
 
@@ -13,6 +15,16 @@ def test_bag_inputs_are_flat_ids_and_offsets():
     assert ids.tolist() == [5, 6, 7, 8]
     assert offsets.tolist() == [0, 3, 3, 4]
     assert ids.dtype == offsets.dtype == torch.int64
+
+
+def test_bag_inputs_of_read_only_arrays_are_copied_without_a_warning():
+    """A memory-mapped token cache gives read-only int64 arrays; torch warns when it wraps one."""
+    ids, offsets = np.array([5, 6, 7, 8], np.int32), np.array([0, 3, 3, 4], np.int64)
+    ids.flags.writeable = offsets.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got_ids, got_offsets = bag_inputs(TokenizedTexts(ids, offsets))
+    assert got_ids.tolist() == [5, 6, 7, 8] and got_offsets.tolist() == [0, 3, 3, 4]
 
 
 def test_padded_to_longest_text_in_batch():

@@ -14,9 +14,10 @@ from xdex.text.tokens import TokenizedTexts
 
 
 def bag_inputs(batch: TokenizedTexts, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, offsets)`` as int64 tensors; ``offsets`` has ``B + 1`` entries."""
-    ids = torch.from_numpy(np.asarray(batch.ids, dtype=np.int64))
-    offsets = torch.from_numpy(np.asarray(batch.offsets, dtype=np.int64))
+    """``(ids, offsets)`` as int64 tensors; ``offsets`` has ``B + 1`` entries. Arrays of a memory-mapped token cache
+    are read-only; torch wraps only writable ones, so those are copied."""
+    ids = torch.from_numpy(np.require(batch.ids, np.int64, ["C", "W"]))
+    offsets = torch.from_numpy(np.require(batch.offsets, np.int64, ["C", "W"]))
     return ids.to(device), offsets.to(device)
 
 
