@@ -64,21 +64,12 @@ KS = [1, 3, 5]
 def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: int = 0, repeats: int = 1) -> dict:
     """Refresh 0 of the untrained `unidec` network with exact and with HNSW mining, alternately ``repeats`` times:
     median seconds, and recall."""
-    from benchmarks.bench_unidec_step import synthetic_data, tokenizer_sample
-    from xdex.encoders.factory import build_encoder
+    from benchmarks.bench_unidec_step import synthetic_objective
     from xdex.index.hnsw import HNSWIndex
     from xdex.index.recall import recall_at_k
-    from xdex.methods.pipeline import build_objective
-    from xdex.methods.recipe import load_recipe
     from xdex.sampling import negatives
 
-    config = load_recipe("unidec", overrides=overrides)
-    query_texts, label_texts, y = synthetic_data(n_queries, n_labels, seed)
-    torch.manual_seed(config.trainer.seed)
-    encoder_config = {k: v for k, v in config.encoder.items() if v is not None}
-    encoder = build_encoder(encoder_config, tokenizer_sample(query_texts + label_texts, seed))
-    queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts)
-    _, objective = build_objective(config, encoder, queries, labels, y)
+    _, objective = synthetic_objective(n_queries, n_labels, seed, overrides)
     search_s: list[float] = []
     mine = negatives.HardNegatives.mine.__func__  # type: ignore[attr-defined]
 
@@ -88,7 +79,6 @@ def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: i
         search_s.append(time.perf_counter() - start)
         return out
 
-    negatives.HardNegatives.mine = classmethod(timed_mine)  # type: ignore[method-assign, assignment]
     build_s: list[float] = []
     add = HNSWIndex.add
 
@@ -97,25 +87,31 @@ def measure_refresh(n_labels: int, n_queries: int, overrides: list[str], seed: i
         add(index, *args, **kwargs)
         build_s.append(time.perf_counter() - start)
 
+    original_mine = negatives.HardNegatives.__dict__["mine"]
+    negatives.HardNegatives.mine = classmethod(timed_mine)  # type: ignore[method-assign, assignment]
     HNSWIndex.add = timed_add  # type: ignore[method-assign]
-    record: dict = {"labels": n_labels, "queries": n_queries, "repeats": repeats}
-    shortlists = {}
-    times: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
-    for _ in range(repeats):  # alternately, so that a change of the machine's load touches both
+    try:
+        record: dict = {"labels": n_labels, "queries": n_queries, "repeats": repeats}
+        shortlists = {}
+        times: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+        for _ in range(repeats):  # alternately, so that a change of the machine's load touches both
+            for kind in KINDS:
+                objective.cfg.mining_index.kind = kind
+                start = time.perf_counter()
+                objective.refresh(0)
+                times[kind].append((time.perf_counter() - start, search_s[-1]))
+                shortlists[kind] = objective.negatives.shortlist
+                log.info("L = %d: %s refresh %.1f s (search %.1f s)", n_labels, kind, *times[kind][-1])
         for kind in KINDS:
-            objective.cfg.mining_index.kind = kind
-            start = time.perf_counter()
-            objective.refresh(0)
-            times[kind].append((time.perf_counter() - start, search_s[-1]))
-            shortlists[kind] = objective.negatives.shortlist
-            log.info("L = %d: %s refresh %.1f s (search %.1f s)", n_labels, kind, *times[kind][-1])
-    for kind in KINDS:
-        record[f"{kind}_refresh_s"] = float(np.median([t[0] for t in times[kind]]))
-        record[f"{kind}_search_s"] = float(np.median([t[1] for t in times[kind]]))
-    record["hnsw_build_s"] = float(np.median(build_s))
-    size = shortlists["exact"].shape[1]
-    record["shortlist"] = size
-    record["recall"] = recall_at_k(shortlists["hnsw"], shortlists["exact"], size)
+            record[f"{kind}_refresh_s"] = float(np.median([t[0] for t in times[kind]]))
+            record[f"{kind}_search_s"] = float(np.median([t[1] for t in times[kind]]))
+        record["hnsw_build_s"] = float(np.median(build_s))
+        size = shortlists["exact"].shape[1]
+        record["shortlist"] = size
+        record["recall"] = recall_at_k(shortlists["hnsw"], shortlists["exact"], size)
+    finally:  # the classes as they were, for whatever runs next in this process
+        negatives.HardNegatives.mine = original_mine  # type: ignore[method-assign]
+        HNSWIndex.add = add  # type: ignore[method-assign]
     return record
 
 

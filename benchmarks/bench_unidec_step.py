@@ -31,6 +31,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -126,14 +127,8 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
     """
     if n_labels < 1 or n_queries < 1 or steps < 1 or warmup < 0:
         raise ValueError("labels, queries and steps must be positive and warmup non-negative")
-    config = load_recipe("unidec", overrides=overrides)
     start = time.perf_counter()
-    query_texts, label_texts, y = synthetic_data(n_queries, n_labels, seed)
-    torch.manual_seed(config.trainer.seed)
-    encoder_config = {k: v for k, v in config.encoder.items() if v is not None}
-    encoder = build_encoder(encoder_config, tokenizer_sample(query_texts + label_texts, seed))
-    queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts)
-    _, objective = build_objective(config, encoder, queries, labels, y)
+    config, objective = synthetic_objective(n_queries, n_labels, seed, overrides)
     # the model on its device; SparseAdam creates its O(L) states for Ψ at the first step
     trainer = step_trainer(objective, config.trainer, objective.steps_per_epoch() * config.trainer.epochs)
     setup_s = time.perf_counter() - start
@@ -162,6 +157,18 @@ def measure(n_labels: int, n_queries: int, steps: int, warmup: int = 3, override
         "pool_bound": sampling.batch_size * (sampling.beta + sampling.hard_negatives),
         "peak_mb": peak_rss_mb(),
     }
+
+
+def synthetic_objective(n_queries: int, n_labels: int, seed: int, overrides: list[str]) -> tuple[Any, Any]:
+    """The `unidec` recipe (with ``overrides``) and its untrained objective over :func:`synthetic_data`."""
+    config = load_recipe("unidec", overrides=overrides)
+    query_texts, label_texts, y = synthetic_data(n_queries, n_labels, seed)
+    torch.manual_seed(config.trainer.seed)
+    encoder_config = {k: v for k, v in config.encoder.items() if v is not None}
+    encoder = build_encoder(encoder_config, tokenizer_sample(query_texts + label_texts, seed))
+    queries, labels = encoder.tokenize(query_texts), encoder.tokenize(label_texts)
+    _, objective = build_objective(config, encoder, queries, labels, y)
+    return config, objective
 
 
 def summary(record: dict) -> dict:
