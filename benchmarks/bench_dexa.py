@@ -39,6 +39,7 @@ from benchmarks.harness import (
     machine_line,
     publish,
     repeat,
+    training_history,
 )
 from xdex.atomic import atomic_write_text
 
@@ -180,12 +181,7 @@ def dir_bytes(folder: Path) -> int:
 def module_one_seconds(folder: Path) -> float:
     """Seconds of Module I's (or NGAME's) training epochs, from the model directory's training log
     (validation and saving excluded)."""
-    from xdex.train.trainer import METRICS_LOG
-
-    path = folder / TRAINING / METRICS_LOG
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no training log in the model directory")
-    return sum(json.loads(line)["seconds"] for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return sum(record["seconds"] for record in training_history(folder))
 
 
 def predict_seconds(folder: Path, texts: list[str], k: int) -> float:

@@ -20,7 +20,6 @@ split with the dataset's filter pairs removed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -29,12 +28,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.harness import DOCS, command_line, data_root, load_average, machine_line, publish, timed
+from benchmarks.harness import (
+    DOCS,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    publish,
+    timed,
+    training_history,
+)
 from xdex.data import load
 from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import depth_with_filter, evaluate_predictions
-from xdex.train.trainer import METRICS_LOG
 
 log = logging.getLogger("bench_negatives")
 
@@ -56,7 +63,7 @@ def run(dataset, overrides: list[str]) -> dict:
     config = load_recipe("dexml", overrides=["trainer.progress=false", *overrides])
     with tempfile.TemporaryDirectory(prefix="bench-negatives-") as tmp:
         model, seconds = timed(lambda: train(dataset, config, Path(tmp) / "model"))
-        history = [json.loads(line) for line in (Path(tmp) / "model" / "training" / METRICS_LOG).open()]
+        history = training_history(Path(tmp) / "model")
         ranking = model.predict(dataset.test.texts, depth_with_filter(5, dataset.test.filter))
     metrics = evaluate_predictions(ranking, dataset, ks=(1, 3, 5), recall_ks=(5,))
     pools = [r["avg_pool_size"] for r in history if "avg_pool_size" in r]

@@ -37,6 +37,7 @@ from benchmarks.harness import (
     peak_rss_mb,
     publish,
     run_isolated,
+    training_history,
     write_result,
 )
 from xdex.atomic import atomic_write_text
@@ -85,14 +86,12 @@ def default_model_dir() -> str | None:
 # --- one run, in its own process ------------------------------------------------------------------
 
 def epoch_seconds(model_dir: Path) -> list[float]:
-    """The trainer's seconds for each epoch, from the metrics log the run leaves in its ``training`` folder."""
-    from xdex.train.run_folder import TRAINING
-    from xdex.train.trainer import METRICS_LOG
-
-    path = model_dir / TRAINING / METRICS_LOG
-    if not path.is_file():
+    """The trainer's seconds for each epoch, from the metrics log the run leaves in its ``training`` folder (none
+    without the log)."""
+    try:
+        return [float(record["seconds"]) for record in training_history(model_dir)]
+    except FileNotFoundError:
         return []
-    return [float(json.loads(line)["seconds"]) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def run_one(job: dict) -> list[dict]:

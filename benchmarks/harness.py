@@ -165,6 +165,18 @@ def rss_mb() -> float:
     raise OSError("no VmRSS in /proc/self/status")
 
 
+def training_history(model_dir: Path) -> list[dict]:
+    """The trainer's per-epoch records of a run (``MODEL_DIR/training/metrics.jsonl``: loss, ``seconds``,
+    validation metrics), or FileNotFoundError naming the log where the run left none."""
+    from xdex.train.run_folder import TRAINING
+    from xdex.train.trainer import METRICS_LOG
+
+    path = Path(model_dir) / TRAINING / METRICS_LOG
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no training log in the model directory")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
 # --- publishing ------------------------------------------------------------------------------------------
 
 def update_section(title: str, section: str, path: Path = DOCS) -> None:
