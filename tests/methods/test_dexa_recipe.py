@@ -342,15 +342,19 @@ def first_choices(x: np.ndarray, z: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(top), np.float32), (np.arange(len(top)), top)), shape=(len(x), len(z)))
 
 
-@pytest.mark.parametrize("better", ["encoder", "augmented"])
-def test_module_i_leaves_the_label_embeddings_that_rank_the_validation_documents_better(better):
+def module_i_setting():
+    """A tiny network, 8 random cluster vectors over 64 labels, the label tokens and 32 documents' tokens, E(z), ẑ."""
     ds = tiny_dataset(64)
     net = tiny_net(ds)
     labels, docs = tokens(net, ds.labels.texts), tokens(net, ds.train.texts[:32])
     aux = AuxiliaryVectors(np.arange(64) % 8, net.dim)
-    a = random_vectors(aux)
     z = net.embed(labels)
-    z_hat = augmented(z, a, aux.assignment)
+    return net, aux, labels, docs, z, augmented(z, random_vectors(aux), aux.assignment)
+
+
+@pytest.mark.parametrize("better", ["encoder", "augmented"])
+def test_module_i_leaves_the_label_embeddings_that_rank_the_validation_documents_better(better):
+    net, aux, labels, docs, z, z_hat = module_i_setting()
     x = net.embed(docs).numpy()
     winner, loser = (z, z_hat) if better == "encoder" else (z_hat, z)
     y = first_choices(x, winner.numpy())  # the documents' labels: those the winning side ranks first (P@1 100)
@@ -362,11 +366,7 @@ def test_module_i_leaves_the_label_embeddings_that_rank_the_validation_documents
 
 
 def test_module_i_leaves_the_augmented_embeddings_on_a_tie_and_without_validation_documents():
-    ds = tiny_dataset(64)
-    net = tiny_net(ds)
-    labels, docs = tokens(net, ds.labels.texts), tokens(net, ds.train.texts[:32])
-    aux = AuxiliaryVectors(np.arange(64) % 8, net.dim)
-    z_hat = augmented(net.embed(labels), random_vectors(aux), aux.assignment)
+    net, aux, labels, docs, _, z_hat = module_i_setting()
     no_labels = sp.csr_matrix((32, 64), dtype=np.float32)  # P@1 0 either way
     torch.testing.assert_close(module_i_labels(net, aux, labels, "validation", (docs, no_labels, None), 64), z_hat)
     torch.testing.assert_close(module_i_labels(net, aux, labels, "validation", None, 64), z_hat)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -130,8 +131,7 @@ def _counting_saves(monkeypatch) -> list[int]:
 def test_checkpoints_follow_checkpoint_seconds_and_the_last_epoch_is_always_saved(
         tmp_path, monkeypatch, seconds, epochs_saved):
     saved = _counting_saves(monkeypatch)
-    cfg = TrainerConfig(epochs=4, optim=OptimConfig(lr=0.05, lr_sparse=0.1), progress=False,
-                        checkpoint_seconds=seconds)
+    cfg = dataclasses.replace(_cfg(4), checkpoint_seconds=seconds)
     Trainer(ToyObjective(), cfg, tmp_path).fit()
     assert saved == epochs_saved
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
@@ -139,7 +139,7 @@ def test_checkpoints_follow_checkpoint_seconds_and_the_last_epoch_is_always_save
 
 
 def test_a_run_without_a_checkpoint_yet_resumes_from_the_start_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
-    cfg = TrainerConfig(epochs=4, optim=OptimConfig(lr=0.05, lr_sparse=0.1), progress=False, checkpoint_seconds=1e9)
+    cfg = dataclasses.replace(_cfg(4), checkpoint_seconds=1e9)
     full = ToyObjective()
     Trainer(full, cfg, tmp_path / "a").fit()
     saved = _counting_saves(monkeypatch)

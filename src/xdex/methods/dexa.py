@@ -82,6 +82,12 @@ def build_aux(
 ValidationSet = tuple[TokenizedTexts, sp.csr_matrix, sp.csr_matrix | None]  # texts, labels, filter pairs
 
 
+def validation_set(run: Run) -> ValidationSet | None:
+    """The run's validation documents as Module I's and Module II's choices read them (None without any)."""
+    valid = run.validation
+    return (valid.tokens, valid.labels, valid.pairs) if valid is not None else None
+
+
 def module_i_labels(net: DualEncoder, aux: AuxiliaryVectors, labels: TokenizedTexts, choice: str,
                     validation: ValidationSet | None, embed_batch_size: int, metric: str = "P@1") -> torch.Tensor:
     """The label embeddings Module I leaves (``aux.label_embeddings``): ẑ_l = N(E(z_l) + a_{C(l)}) (``augmented``;
@@ -165,9 +171,7 @@ def keep_module_i_labels(run: Run) -> None:
         return
     assert isinstance(run.objective, DualEncoderObjective) and run.objective.aux is not None  # attach_aux's
     assert run.config.aux is not None  # the plug-in is active
-    valid = run.validation
-    z_hat = module_i_labels(run.net, run.objective.aux, labels, run.config.aux.label_embeddings,
-                            (valid.tokens, valid.labels, valid.pairs) if valid is not None else None,
+    z_hat = module_i_labels(run.net, run.objective.aux, labels, run.config.aux.label_embeddings, validation_set(run),
                             run.config.sampling.embed_batch_size, run.config.trainer.select_metric)
     run.net = ClassifierFusionNet(run.net.encoder, z_hat, z_hat, alpha=0.0, search="de")
 
@@ -184,13 +188,12 @@ def module_ii(run: Run) -> None:
     assert config.classifiers is not None  # the plug-in is active
     if not isinstance(run.net, DualEncoder) or not isinstance(run.objective, DualEncoderObjective):
         raise ValueError("Module II classifiers need a plain dual encoder (UniDEC has classifiers of its own)")
-    valid = run.validation
-    validation = (valid.tokens, valid.labels, valid.pairs) if valid is not None else None
     workdir = run.training_folder() / CLASSIFIERS
     run.net = train_classifiers(run.net, run.objective.aux, queries, labels, run.train_labels, config.classifiers,
-                                config.trainer, workdir, config.sampling.embed_batch_size, validation, run.resume,
-                                config.aux.label_embeddings if config.aux is not None else "augmented",
-                                config.sampling.mining_index)
+                                config.trainer, workdir, config.sampling.embed_batch_size, validation_set(run),
+                                run.resume, mining=config.sampling.mining_index,
+                                # read only with auxiliary vectors (DEXA); NGAME's Module II starts from E(z_l)
+                                label_embeddings=config.aux.label_embeddings if config.aux is not None else "encoder")
     run.checkpoints.append(workdir / CHECKPOINT)
 
 
