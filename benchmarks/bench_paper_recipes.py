@@ -25,10 +25,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.bench_quality import COLUMNS, PEERS, PROPENSITY, run_method
+from benchmarks.bench_quality import COLUMNS, PEERS, PROPENSITY, run_job, run_method
 from benchmarks.harness import (
     DATA_ROOT_HELP,
-    RunFailed,
     add_isolation_args,
     command_line,
     data_root,
@@ -36,7 +35,6 @@ from benchmarks.harness import (
     machine_line,
     peak_rss_mb,
     publish,
-    run_isolated,
     training_history,
     write_result,
 )
@@ -142,16 +140,8 @@ def run_one(job: dict) -> list[dict]:
 
 def run_recipe(path: Path, recipe: str, model_dir: str, overrides: list[str]) -> list[dict]:
     """Run ``recipe`` on the dataset folder ``path`` in a process of its own; its records, or its failure."""
-    log.info("%s on %s", recipe, path.name)
-    job = {"path": str(path), "recipe": recipe, "model_dir": model_dir, "overrides": overrides}
-    try:
-        records = run_isolated(MODULE, job)
-    except RunFailed as failure:
-        return [{"dataset": path.name, "method": recipe, "error": str(failure)}]
-    for r in records:
-        log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %d epochs, %.1f s per epoch, %.0f s", r["method"], path.name,
-                 r["metrics"]["P@1"], r["metrics"]["PSP@5"], r["epochs"], r["epoch_s"], r["train_s"])
-    return [{"dataset": path.name} | r for r in records]
+    return run_job(MODULE, path, recipe, {"path": str(path), "recipe": recipe, "model_dir": model_dir,
+                                          "overrides": overrides})
 
 
 def table(records: list[dict]) -> list[str]:

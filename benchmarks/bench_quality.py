@@ -192,11 +192,17 @@ def run_one(job: dict) -> list[dict]:
 
 def run_method(path: Path, method: str, overrides: list[str]) -> list[dict]:
     """Run ``method`` on the dataset folder ``path`` in a process of its own; its records, or its failure."""
-    log.info("%s on %s", method, path.name)
+    return run_job(MODULE, path, method, {"path": str(path), "method": method, "overrides": overrides})
+
+
+def run_job(module: str, path: Path, name: str, job: dict) -> list[dict]:
+    """``job`` (training ``name`` on the dataset folder ``path``) run by ``module`` in a process of its own: its
+    records, each with the dataset's name, or one record of its failure."""
+    log.info("%s on %s", name, path.name)
     try:
-        records = run_isolated(MODULE, {"path": str(path), "method": method, "overrides": overrides})
+        records = run_isolated(module, job)
     except RunFailed as failure:
-        return [{"dataset": path.name, "method": method, "error": str(failure)}]
+        return [{"dataset": path.name, "method": name, "error": str(failure)}]
     records = [{"dataset": path.name} | r for r in records]
     for r in records:
         log.info("%s on %s: P@1 %.2f, PSP@5 %.2f, %.0f s", r["method"], path.name,
