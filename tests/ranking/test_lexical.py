@@ -13,7 +13,14 @@ import scipy.sparse as sp
 
 from xdex.data import load
 from xdex.metrics import Ranking, compute_metrics, remove_pairs
-from xdex.ranking import FORMAT_VERSION, LexicalConfig, LexicalModel, choose_analyzer, unique_word_share
+from xdex.ranking import (
+    FORMAT_VERSION,
+    LexicalConfig,
+    LexicalModel,
+    choose_analyzer,
+    fit_choosing_features,
+    unique_word_share,
+)
 
 
 def labels_of(rows: list[list[int]], n_labels: int) -> sp.csr_matrix:
@@ -100,6 +107,52 @@ def test_rule_picks_characters_for_headwords_and_words_for_prose():
     blocks, share = choose_analyzer(prose, config)
     assert blocks == ["word"] and share is not None and share < config.unique_word_threshold
     assert choose_analyzer(headwords, LexicalConfig(analyzer="word"))[0] == ["word"]
+
+
+def ranking_by(preferred: list[str], seen: list[list[str]]):
+    """A validation rank that puts the models of the ``preferred`` feature blocks first (1 against 0)."""
+    def rank(model: LexicalModel) -> tuple[float, ...]:
+        seen.append(model.blocks)
+        return (1.0 if model.blocks == preferred else 0.0, 0.5)
+    return rank
+
+
+@pytest.fixture(scope="module")
+def prose(demo) -> tuple[list[str], sp.csr_matrix]:
+    """600 training documents of the bundled data: long texts, for which the rule gives words alone."""
+    return demo.train.texts[:600], demo.train.labels[:600]
+
+
+@pytest.mark.parametrize("preferred", [["word", "char"], ["word"]])
+def test_the_feature_set_that_ranks_validation_better_is_kept(prose, preferred):
+    seen: list[list[str]] = []
+    config = LexicalConfig(analyzer="validation", classifier="napkinxc-plt", threads=1)
+    model, tried = fit_choosing_features(config, *prose, ranking_by(preferred, seen))
+    assert seen == [["word"], ["word", "char"]]  # words first, as the rule has them; then words + characters
+    assert model.blocks == preferred
+    assert tried == {"word": (1.0 if preferred == ["word"] else 0.0, 0.5),
+                     "word+char": (1.0 if preferred == ["word", "char"] else 0.0, 0.5)}
+    refitted = model.refit(*prose)  # the choice is kept by the refit on more documents
+    assert refitted.blocks == preferred
+
+
+def test_a_tie_keeps_words_the_cheaper_set(prose):
+    config = LexicalConfig(analyzer="validation", classifier="napkinxc-plt", threads=1)
+    model, tried = fit_choosing_features(config, *prose, lambda m: (0.5,))
+    assert model.blocks == ["word"] and set(tried) == {"word", "word+char"}
+
+
+def test_the_rule_alone_decides_for_headwords_and_for_other_analyzers(prose):
+    headwords = ["Abacus", "Batch file", "Cache", "Daemon", "Ethernet", "File system", "Gopher", "Batch"]
+    seen: list[list[str]] = []
+    validation = LexicalConfig(analyzer="validation", classifier="napkinxc-plt", threads=1, min_df=1)
+    model, tried = fit_choosing_features(validation, headwords, labels_of([[i % 3] for i in range(8)], 3),
+                                         ranking_by(["word"], seen))
+    assert model.blocks == ["word", "char"] and tried == {} and seen == []
+    for analyzer in ("auto", "word"):
+        config = LexicalConfig(analyzer=analyzer, classifier="napkinxc-plt", threads=1)
+        model, tried = fit_choosing_features(config, *prose, ranking_by(["word", "char"], seen))
+        assert model.blocks == ["word"] and tried == {} and seen == []
 
 
 def test_config_roundtrip_and_checks():

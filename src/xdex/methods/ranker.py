@@ -31,7 +31,7 @@ from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import PAD, Ranking, positive_csr, remove_pairs
 from xdex.ranking.encoder_channel import EncoderChannel, sentence_encoder
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
-from xdex.ranking.lexical import LexicalConfig, LexicalModel
+from xdex.ranking.lexical import LexicalConfig, LexicalModel, fit_choosing_features
 from xdex.ranking.ranker import Ranker, top_k
 from xdex.train.distributed import is_main
 
@@ -69,7 +69,8 @@ def prepare_ranker(run: Run) -> None:
     of the fit score the ranking the model will serve, so the epoch is chosen on it (:func:`validation_scorer`)."""
     config = run.config.section("ranker")
     assert config is not None  # the plug-in is active
-    if not is_main() or run.validation is None:  # rank 0 alone validates and writes the model
+    valid = run.validation
+    if not is_main() or valid is None:  # rank 0 alone validates and writes the model
         return
     folder = run.training_folder() / LEXICAL_DIR  # a resumed run goes on with the lexical model it fitted
     if run.resume and (folder / "meta.json").is_file():
@@ -77,7 +78,15 @@ def prepare_ranker(run: Run) -> None:
         log.info("lexical channel read from %s", folder)
     else:
         lexical_config = LexicalConfig.from_dict({"seed": run.config.trainer.seed, **config.lexical})
-        lexical = LexicalModel(lexical_config).fit(run.query_texts, run.train_labels)
+        figures: dict[str, dict[str, float]] = {}
+
+        def rank(model: LexicalModel) -> tuple[float, ...]:  # the feature sets' lexical rankings of validation
+            figures["+".join(model.blocks)] = lexical_figures(model, valid, run.config.data.eval_ks)
+            return rank_key(figures["+".join(model.blocks)], run.config.trainer.select_metric)
+
+        lexical, tried = fit_choosing_features(lexical_config, run.query_texts, run.train_labels, rank)
+        if tried:
+            run.meta["lexical_features"] = {"kept": "+".join(lexical.blocks), "validation": figures}
         lexical.save(folder)
     run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
     encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
@@ -171,14 +180,24 @@ def scored_only(found: Candidates, pairs: sp.csr_matrix | None) -> Candidates:
 TIE_BREAKERS = ("P@3", "P@5", "nDCG@5")  # compared, in turn, where the select metric ties
 
 
+def rank_key(figures: dict[str, float], metric: str) -> tuple[float, ...]:
+    """Validation ``figures`` as a key to compare rankings by: ``metric``, then :data:`TIE_BREAKERS` in turn (a few
+    hundred validation documents tie often)."""
+    return tuple(figures.get(m, float("-inf")) for m in (metric, *TIE_BREAKERS))
+
+
+def lexical_figures(model: LexicalModel, valid: Validation, ks: list[int]) -> dict[str, float]:
+    """Validation metrics of ``model``'s ranking alone (filter pairs removed, as every ranking is scored)."""
+    ranking = Ranking(*model.predict(valid.texts, valid.depth))
+    if valid.pairs is not None:
+        ranking = remove_pairs(ranking, valid.pairs)
+    return {k: round(v, 2) for k, v in compute_metrics(ranking, valid.labels, ks).items()}
+
+
 def served(figures: dict[str, dict], metric: str) -> str:
     """The ranking a model serves: the fused one where it beats each channel alone on validation, else the better
-    channel (the network's own on a tie). Equal by ``metric`` (a few hundred validation documents tie often),
-    the rankings are compared by :data:`TIE_BREAKERS` in turn."""
-    def key(name: str) -> tuple[float, ...]:
-        return tuple(figures[name].get(m, float("-inf")) for m in (metric, *TIE_BREAKERS))
-
-    score = {name: key(name) for name in ("fused", "dense", "lexical")}
+    channel (the network's own on a tie), compared by :func:`rank_key`."""
+    score = {name: rank_key(figures[name], metric) for name in ("fused", "dense", "lexical")}
     if score["fused"] > max(score["dense"], score["lexical"]):
         return "fused"
     return "lexical" if score["lexical"] > score["dense"] else "dense"

@@ -11,6 +11,7 @@ from xdex.ranking.lexical import (
     LexicalConfig,
     LexicalModel,
     choose_analyzer,
+    fit_choosing_features,
     unique_word_share,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "LexicalConfig",
     "LexicalModel",
     "choose_analyzer",
+    "fit_choosing_features",
     "unique_word_share",
 ]

@@ -15,6 +15,12 @@ What is implemented:
   the long-text sets (foldoc-links, debian-debtags, gcide-links) and 0.37 / 0.89 for the title sets
   (foldoc-links-titles, gcide-links-titles), where 44% / 95% of validation texts have no word feature at
   ``min_df=2``; docs/benchmarks.md ("Lexical channel") measures both feature sets on every dataset.
+* **The choice on validation documents** (``analyzer="validation"``, :func:`fit_choosing_features`): where the
+  rule gives words alone, character n-grams still help some long texts (package descriptions full of identifiers
+  such as ``libfoo-dev``) and not others, at several times the fit time (docs/benchmarks.md, "Lexical channel");
+  so there words and words + characters are both fitted, and the one that ranks the caller's validation documents
+  better is kept (the ranking stage hands it its validation documents). Where the rule gives words + characters,
+  or without validation documents, the rule alone decides.
 * **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
   ``omikuji-bonsai`` (default), Omikuji's Bonsai (Khandagale et al., 2020: shallow trees of 100-way unbalanced
   label clusters, depth 3, one tree, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
@@ -62,7 +68,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -83,7 +89,7 @@ FORMAT = "xdex-lexical"
 FORMAT_VERSION = 1
 """Version of the folder format written by :meth:`LexicalModel.save`; loading another version is refused."""
 
-ANALYZERS = ("auto", "word", "char", "word+char")
+ANALYZERS = ("auto", "validation", "word", "char", "word+char")
 CLASSIFIERS = ("omikuji-bonsai", "omikuji-parabel", "napkinxc-plt")
 META = "meta.json"
 CLASSIFIER_DIR = "classifier"
@@ -105,8 +111,11 @@ class LexicalConfig:
     """Settings of a :class:`LexicalModel`; the defaults are the measured choice (docs/benchmarks.md)."""
 
     analyzer: str = "auto"
-    """``word``, ``char`` (``char_wb`` n-grams), ``word+char`` (both, stacked), or ``auto``: words + characters
-    when the training texts' unique-word share is at least ``unique_word_threshold``, else words."""
+    """``word``, ``char`` (``char_wb`` n-grams), ``word+char`` (both, stacked), ``auto``: words + characters
+    when the training texts' unique-word share is at least ``unique_word_threshold``, else words; or
+    ``validation``: ``auto``, except that where it gives words alone, words + characters are fitted too and the
+    better on validation documents kept (:func:`fit_choosing_features`; a plain :meth:`LexicalModel.fit` follows
+    ``auto``)."""
     word_ngrams: tuple[int, int] = (1, 2)
     """Smallest and largest word n-gram."""
     char_ngrams: tuple[int, int] = (2, 5)
@@ -205,8 +214,9 @@ def unique_word_share(texts: Sequence[str]) -> float:
 
 def choose_analyzer(texts: Sequence[str], config: LexicalConfig) -> tuple[list[str], float | None]:
     """The feature blocks (``word``, ``char``) for ``texts`` under ``config`` and the unique-word share (None
-    when ``config.analyzer`` is not ``auto`` and the share is not needed)."""
-    if config.analyzer != "auto":
+    when ``config.analyzer`` is neither ``auto`` nor ``validation`` and the share is not needed). ``validation``
+    follows ``auto`` here: the choice on validation documents is :func:`fit_choosing_features`."""
+    if config.analyzer not in ("auto", "validation"):
         return config.analyzer.split("+"), None
     share = unique_word_share(texts)
     blocks = ["word", "char"] if share >= config.unique_word_threshold else ["word"]
@@ -821,5 +831,23 @@ def _library_version(classifier: str) -> dict[str, str]:
     return out
 
 
+def fit_choosing_features(config: LexicalConfig, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array,
+                          rank: Callable[[LexicalModel], tuple[float, ...]]) -> tuple[LexicalModel, dict[str, tuple]]:
+    """A model fitted on ``texts`` and ``labels``; with ``analyzer="validation"``, where the ``auto`` rule gives words
+    alone, a second model on words + characters too, and the one of higher ``rank`` kept (words on a tie: the
+    cheaper). ``rank`` scores a fitted model on the caller's validation documents (e.g. its P@1, then tie-breakers).
+    Returns the model kept and the ranks of the feature sets tried (empty where the rule decided alone)."""
+    model = LexicalModel(config).fit(texts, labels)
+    if config.analyzer != "validation" or model.share is None or model.share >= config.unique_word_threshold:
+        return model, {}
+    tried = {"word": rank(model)}
+    both = LexicalModel(dataclasses.replace(config, analyzer="word+char")).fit(texts, labels)
+    tried["word+char"] = rank(both)
+    kept = "word+char" if tried["word+char"] > tried["word"] else "word"
+    logger.info("lexical features chosen on validation documents: %s (%s)", kept,
+                "; ".join(f"{name} {values[0]:.2f}" for name, values in tried.items()))
+    return (both if kept == "word+char" else model), tried
+
+
 __all__ = ["ANALYZERS", "CLASSIFIERS", "FORMAT_VERSION", "LexicalConfig", "LexicalModel", "choose_analyzer",
-           "unique_word_share"]
+           "fit_choosing_features", "unique_word_share"]
