@@ -106,15 +106,18 @@ def model_name(job: dict) -> str:
     return f"{job['kind']}-{job['labels']}-{digest}"
 
 
-def build_model(job: dict, out: Path) -> float:
-    """Train the model directory of ``job`` into ``out``; its seconds (0.0 when ``out`` already holds it)."""
+def build_model(job: dict, out: Path) -> tuple[float, bool]:
+    """Train the model directory of ``job`` into ``out``: its build seconds and whether it was already there (then
+    the seconds of the run that built it, from ``out``'s record beside it, or 0.0 without one)."""
     from xdex.inference.model import MARKER
+    from xdex.jsonfile import read_json, write_json
     from xdex.methods.pipeline import train
     from xdex.methods.recipe import load_recipe
 
+    record = out.parent / f"{out.name}.json"
     if (out / MARKER).is_file():
         log.info("L = %d: reusing the model directory %s", job["labels"], out)
-        return 0.0
+        return (float(read_json(record)["build_s"]) if record.is_file() else 0.0), True
     config = load_recipe("dexml", overrides=job["overrides"])
     config.trainer.progress = False
     dataset = synthetic_dataset(job["labels"], job["queries"], job["seed"])
@@ -128,8 +131,9 @@ def build_model(job: dict, out: Path) -> float:
                 os.environ.pop("XDEX_CACHE_DIR")
             else:
                 os.environ["XDEX_CACHE_DIR"] = previous
+    write_json(record, {"build_s": seconds})
     log.info("L = %d: model directory written in %.1f s", job["labels"], seconds)
-    return seconds
+    return seconds, False
 
 
 # --- timing ---------------------------------------------------------------------------------------------
@@ -189,7 +193,7 @@ def measure(job: dict, models: Path | None = None) -> dict:
     load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="bench-predict-scale-") as tmp:
         out = (models or Path(tmp)) / model_name(job)
-        build_s = build_model(job, out)
+        build_s, reused = build_model(job, out)
         start = time.perf_counter()
         predictor = Predictor(out, read_only=True)
         load_s = time.perf_counter() - start
@@ -215,7 +219,8 @@ def measure(job: dict, models: Path | None = None) -> dict:
             log.info("L = %d, %s: %s", job["labels"], job["kind"], json.dumps(row))
             rows.append(row)
     dim = int(model.label_embeddings.shape[1])
-    return {"labels": job["labels"], "kind": job["kind"], "dim": dim, "build_s": build_s, "load_s": load_s,
+    return {"labels": job["labels"], "kind": job["kind"], "dim": dim, "build_s": build_s, "reused": reused,
+            "load_s": load_s,
             "rows": rows, "peak_mb": peak_rss_mb(), "load": [load_start, load_average()],
             "threads": torch.get_num_threads()}
 
@@ -234,6 +239,13 @@ def run_job(job: dict, args: argparse.Namespace) -> dict:
         return {"labels": job["labels"], "kind": job["kind"], "error": str(failure)}
 
 
+def build_cell(record: dict) -> str:
+    """The build seconds of a record's model directory, marked when an earlier run built it."""
+    if not record.get("reused"):
+        return f"{record['build_s']:.0f}"
+    return f"{record['build_s']:.0f} (earlier run)" if record["build_s"] else "earlier run"
+
+
 def table(records: list[dict], k: int) -> list[str]:
     lines = [f"| labels L | index | build s | one text p50 ms | one text p95 ms | encoder ms | search ms "
              f"| batch texts/s | recall@{k} | 100 MB copy ms |",
@@ -244,7 +256,7 @@ def table(records: list[dict], k: int) -> list[str]:
             continue
         for row in r["rows"]:
             index = r["kind"] if row["ef_search"] is None else f"{r['kind']} ef_search={row['ef_search']}"
-            cells = [f"{r['labels']:,}", index, f"{r['build_s']:.0f}" if r["build_s"] else "reused",
+            cells = [f"{r['labels']:,}", index, build_cell(r),
                      f"{row['p50_ms']:.2f}", f"{row['p95_ms']:.2f}", f"{row['encoder_ms']:.2f}",
                      f"{row['search_ms']:.2f}", f"{row['batch_texts_per_s']:,.0f}", f"{row['recall']:.3f}",
                      f"{row['copy_ms']:.1f}"]

@@ -25,6 +25,7 @@ def rows_of(section: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
+@pytest.mark.slow  # two model directories trained, each in a process of its own: 15-60 s with the machine's load
 def test_the_section_has_a_row_per_index_setting(published):
     (section, write), _ = published
     assert write and section.startswith(bench_predict_scale.SECTION + "\n")
@@ -43,14 +44,19 @@ def test_the_section_has_a_row_per_index_setting(published):
     assert "M = 16, ef_construction = 32" in section and "Goals: one text p50 ≤ 1 ms" in section
 
 
+@pytest.mark.slow  # the same run
 def test_kept_model_directories_are_reused(published):
-    _, models = published
-    names = sorted(path.name for path in models.iterdir())
+    (section, _), models = published
+    names = sorted(path.name for path in models.iterdir() if path.is_dir())
     assert [name.split("-")[:2] for name in names] == [["exact", "300"], ["hnsw", "400"]]
     job = {"labels": 300, "kind": "exact", "queries": 200, "seed": 0,
            "overrides": bench_predict_scale.recipe_overrides("exact", 16, 32, 8, 2)}
     assert bench_predict_scale.model_name(job) == names[0]
-    assert bench_predict_scale.build_model(job, models / names[0]) == 0.0  # nothing trained again
+    seconds, reused = bench_predict_scale.build_model(job, models / names[0])  # nothing trained again
+    assert reused and f"| 300 | exact | {seconds:.0f} |" in section  # the seconds of the run that built it
+    record = {"build_s": seconds, "reused": True}
+    assert bench_predict_scale.build_cell(record) == f"{seconds:.0f} (earlier run)"
+    assert bench_predict_scale.build_cell(record | {"build_s": 0.0}) == "earlier run"  # no record of its build
 
 
 def test_query_texts_are_new_texts_of_the_training_words():
