@@ -218,10 +218,9 @@ def measure(job: dict, models: Path | None = None) -> dict:
             row["recall"] = 1.0 if truth is None else recall(model.index.search(vectors, k)[1], truth)
             log.info("L = %d, %s: %s", job["labels"], job["kind"], json.dumps(row))
             rows.append(row)
-    dim = int(model.label_embeddings.shape[1])
+        dim = int(model.label_embeddings.shape[1])
     return {"labels": job["labels"], "kind": job["kind"], "dim": dim, "build_s": build_s, "reused": reused,
-            "load_s": load_s,
-            "rows": rows, "peak_mb": peak_rss_mb(), "load": [load_start, load_average()],
+            "load_s": load_s, "rows": rows, "peak_mb": peak_rss_mb(), "load": [load_start, load_average()],
             "threads": torch.get_num_threads()}
 
 
