@@ -10,15 +10,16 @@ import shutil
 import numpy as np
 import pytest
 
-from xdex.data import load
+from xdex.data import Split, load
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.pipeline import train
-from xdex.methods.ranker import served
+from xdex.methods.ranker import rank_key, served
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
 
-SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800"]
+SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800",
+         "ranker.lexical.analyzer=auto"]  # words alone (the choice of features: test_lexical_features_chosen_...)
 
 
 class UnreadableSplit:
@@ -155,7 +156,7 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 
 
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
-    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500",
+    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500", "ranker.lexical.analyzer=auto",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
     assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
@@ -184,6 +185,26 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
         return set(json.loads((folder / "training" / "metrics.jsonl").read_text().splitlines()[-1])["valid"])
     assert "dense_P@1" in validation_keys(tmp_path / "lexical")  # the epoch was chosen on the fused ranking
     assert "dense_P@1" not in validation_keys(tmp_path / "dense")  # ... here on the network's own
+
+
+def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
+    """The default analyzer: on the bundled data's long texts the rule gives words alone, so words + characters are
+    fitted too, and the one whose lexical ranking of the validation documents is better is kept, refitted and
+    recorded."""
+    n = 800  # a part of the training documents: two lexical fits on the long texts
+    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200", "encoder.dim=32",
+                 "ranker.lexical.classifier=napkinxc-plt"]  # seeded, fast
+    model = train(part, load_recipe("dexml", overrides=overrides), tmp_path / "model")
+    record = model.meta["lexical_features"]
+    figures = record["validation"]
+    assert set(figures) == {"word", "word+char"} and all("P@1" in f for f in figures.values())
+    better = max(figures, key=lambda name: rank_key(figures[name], "P@1"))
+    if rank_key(figures["word"], "P@1") == rank_key(figures["word+char"], "P@1"):
+        better = "word"  # a tie keeps the cheaper set
+    assert record["kept"] == better
+    assert "+".join(model.ranker.lexical.blocks) == better  # served, refitted with the same features
+    assert DualEncoderModel.load(tmp_path / "model").meta["lexical_features"] == record
 
 
 def test_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_precision():
