@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         data: str = typer.Option("demo", "--data", help="Dataset folder, or 'demo' (the bundled dataset)."),
         method: str = typer.Option("ngame", "--method", help="Recipe to train: ngame | dexml."),
         out: Path | None = typer.Option(None, "--out", help="Keep the trained model here (default: discarded)."),
-        train: bool = typer.Option(True, "--train/--no-train", help="Train the recipe (under a minute on 2 cores)."),
+        train: bool = typer.Option(True, "--train/--no-train", help="Train the recipe (a few minutes on 2 cores)."),
     ) -> None:
         """Statistics of the bundled dataset, the popularity baseline, and a dual encoder trained on CPU."""
         from xdex.data import compute_stats, format_table, load
