@@ -60,7 +60,7 @@ slower than Parabel (`omikuji-parabel`, the faster choice), and Omikuji has no s
 by a few tenths. Character n-grams are what make the title sets work at all (foldoc-links-titles: P@1 14.8 with
 words alone, 24-26 with words and characters; gcide-links-titles: 0.3 and 8-12); on long texts they cost 4-7 times
 the fit time for -1.0 to +1.6 P@1, so the rule leaves them out there, and the ranking stage chooses between the
-two on each run's validation documents (`analyzer: validation`, "Ranking stage: choices on validation splits")."""
+two on a run's validation documents with `analyzer: validation` ("Ranking stage: choices on validation splits")."""
 PROPENSITY = (0.55, 1.5)
 K = 10
 

@@ -18,8 +18,7 @@ from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
 
-SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800",
-         "ranker.lexical.analyzer=auto"]  # words alone (the choice of features: test_lexical_features_chosen_...)
+SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800"]
 
 
 class UnreadableSplit:
@@ -156,7 +155,7 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 
 
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
-    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500", "ranker.lexical.analyzer=auto",
+    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
     assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
@@ -188,13 +187,13 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
 
 
 def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
-    """The default analyzer: on the bundled data's long texts the rule gives words alone, so words + characters are
-    fitted too, and the one whose lexical ranking of the validation documents is better is kept, refitted and
+    """``analyzer: validation``: on the bundled data's long texts the rule gives words alone, so words + characters
+    are fitted too, and the one whose lexical ranking of the validation documents is better is kept, refitted and
     recorded."""
     n = 800  # a part of the training documents: two lexical fits on the long texts
     part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
     overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200", "encoder.dim=32",
-                 "ranker.lexical.classifier=napkinxc-plt"]  # seeded, fast
+                 "ranker.lexical.analyzer=validation", "ranker.lexical.classifier=napkinxc-plt"]  # seeded, fast
     model = train(part, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     record = model.meta["lexical_features"]
     figures = record["validation"]

@@ -103,8 +103,7 @@ def _train_cmd(data, out, *extra):
             "--quiet", "--set", "trainer.epochs=5", "--set", "sampling.first_refresh=1",
             "--set", "sampling.refresh_every=2", "--set", "sampling.batch_size=64",
             "--set", "data.validation_size=100", "--set", "trainer.eval_every=1",
-            "--set", "ranker.lexical.classifier=napkinxc-plt",  # seeded (Omikuji is not): the same fusion
-            "--set", "ranker.lexical.analyzer=auto", *extra]  # words alone: one fit
+            "--set", "ranker.lexical.classifier=napkinxc-plt", *extra]  # seeded (Omikuji is not): the same fusion
 
 
 def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path):

@@ -74,7 +74,7 @@ def test_the_channel_reads_back_and_damage_is_refused_naming_the_file(channel, t
 def test_a_model_trained_with_the_channel_uses_it_everywhere(tmp_path):
     demo = load("demo")
     overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=500", "ranker.encoder=minilm",
-                 "ranker.lexical.classifier=omikuji-parabel", "ranker.lexical.analyzer=auto"]
+                 "ranker.lexical.classifier=omikuji-parabel"]
     model = train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     assert (tmp_path / "model" / "ranker" / "encoder" / "label_vectors.npy").is_file()
     loaded = DualEncoderModel.load(tmp_path / "model")

@@ -12,8 +12,7 @@ from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
 
 SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000", "classifiers.epochs=2",
-            "ranker.lexical.classifier=napkinxc-plt",  # seeded: both runs fit the same lexical channel
-            "ranker.lexical.analyzer=auto"]  # words alone: one fit
+            "ranker.lexical.classifier=napkinxc-plt"]  # seeded: both runs fit the same lexical channel
 
 
 @pytest.mark.slow

@@ -15,12 +15,13 @@ What is implemented:
   the long-text sets (foldoc-links, debian-debtags, gcide-links) and 0.37 / 0.89 for the title sets
   (foldoc-links-titles, gcide-links-titles), where 44% / 95% of validation texts have no word feature at
   ``min_df=2``; docs/benchmarks.md ("Lexical channel") measures both feature sets on every dataset.
-* **The choice on validation documents** (``analyzer="validation"``, the default; :func:`fit_choosing_features`):
-  where the rule gives words alone, words + characters are fitted too, and the one whose ranking of the caller's
-  validation documents is better is kept (the ranking stage hands it its validation documents); without them,
-  the rule alone decides. Character n-grams help long texts full of names and identifiers (package descriptions
-  such as ``libfoo-dev``, dictionary entries) and cost several times the fit (docs/benchmarks.md, "Ranking stage:
-  choices on validation splits").
+* **The choice on validation documents** (``analyzer="validation"``; :func:`fit_choosing_features`): where the
+  rule gives words alone, words + characters are fitted too, and the one whose ranking of the caller's validation
+  documents is better is kept (the ranking stage hands it its validation documents); without them, the rule alone
+  decides. On long texts character n-grams lift the lexical channel (+1 to +3 P@1 on the shared long-text sets)
+  and, where that channel leads the ranking (package descriptions full of names such as ``libfoo-dev``), the
+  ranking served; they also make its fit and its prediction several times slower, so ``auto`` stays the default
+  (docs/benchmarks.md, "Ranking stage: choices on validation splits").
 * **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
   ``omikuji-bonsai`` (default), Omikuji's Bonsai (Khandagale et al., 2020: shallow trees of 100-way unbalanced
   label clusters, depth 3, one tree, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
@@ -110,7 +111,7 @@ _PRESETS: dict[str, tuple[str, float, int]] = {
 class LexicalConfig:
     """Settings of a :class:`LexicalModel`; the defaults are the measured choice (docs/benchmarks.md)."""
 
-    analyzer: str = "validation"
+    analyzer: str = "auto"
     """``word``, ``char`` (``char_wb`` n-grams), ``word+char`` (both, stacked), ``auto``: words + characters
     when the training texts' unique-word share is at least ``unique_word_threshold``, else words; or
     ``validation``: ``auto``, except that where it gives words alone, words + characters are fitted too and the
