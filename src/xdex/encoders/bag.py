@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+import torch.nn.functional as F
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -145,14 +146,37 @@ class BagOfEmbeddings(Encoder):
     def forward(self, batch: TokenizedTexts) -> torch.Tensor:
         ids, offsets = bag_inputs(batch, self.device)
         lengths = offsets[1:] - offsets[:-1]
-        weights = self.token_weights(ids)
-        summed = self.embedding(ids, offsets, per_sample_weights=weights)
+        if self.sparse and torch.is_grad_enabled():
+            summed, weights = self._distinct_bag(ids, offsets)
+        else:
+            weights = self.token_weights(ids)
+            summed = self.embedding(ids, offsets, per_sample_weights=weights)
         if weights is None:
             total = lengths.to(summed.dtype)
         else:
             total = torch.segment_reduce(weights, "sum", offsets=offsets, unsafe=True)
         mean = summed / total.clamp_min(torch.finfo(summed.dtype).tiny).unsqueeze(1)
         return (mean if self.projection is None else self.projection(mean)).float()
+
+    def _distinct_bag(self, ids: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The weighted sums and per-token weights of :meth:`forward`, computed over the batch's distinct tokens.
+
+        The table rows (and learned weights) of the distinct ids are looked up once, and the bag runs over that
+        small matrix with each token's position in it. The sums are those of the table's own bag; the sparse
+        gradient that reaches the optimiser holds one row per distinct token, in increasing id order, instead
+        of one per token occurrence (a batch of 256 texts and ~1,000 labels of 16 tokens: ~20,000 rows of the
+        table's width), so the optimiser has fewer rows to merge and update.
+        """
+        distinct, position = torch.unique(ids, sorted=True, return_inverse=True)
+        rows = F.embedding(distinct, self.embedding.weight, sparse=True)
+        weights: torch.Tensor | None
+        if self.log_weight is not None:
+            weights = F.embedding(distinct, self.log_weight.weight, sparse=True).squeeze(1).exp()[position]
+        else:
+            weights = self.token_weights(ids)
+        summed = F.embedding_bag(position, rows, offsets, mode="sum", per_sample_weights=weights,
+                                 include_last_offset=True)
+        return summed, weights
 
     def config(self) -> dict[str, Any]:
         return {"dim": self.dim, "weighting": self.weighting, "max_length": self.max_length, "sparse": self.sparse}

@@ -9,6 +9,7 @@ table at 1e-4, 2e-4 and 1e-3).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,6 +62,24 @@ def build_optimizers(model: nn.Module, cfg: OptimConfig) -> list[torch.optim.Opt
     if not optimizers:
         raise ValueError("the model has no trainable parameters")
     return optimizers
+
+
+def mark_coalesced(params: Iterable[torch.Tensor]) -> None:
+    """Flag as coalesced every sparse gradient of ``params`` whose row indices strictly increase.
+
+    Such a gradient already is coalesced (distinct, sorted indices) but autograd does not say so: the flag is
+    dropped when a gradient is stored in ``.grad``. SparseAdam coalesces every gradient it is given, a sort
+    and a merge of all its rows, unless the flag is set. Gradients with one row per distinct index in
+    increasing order (the bag encoder's sparse path, a classifier table's label pool) then skip that work.
+    Gradients with more than one sparse dimension, or with repeated or unsorted indices, are left as they are.
+    """
+    for p in params:
+        grad = p.grad
+        if grad is None or not grad.is_sparse or grad.is_coalesced() or grad.sparse_dim() != 1:
+            continue
+        indices = grad._indices()[0]
+        if bool((indices[1:] > indices[:-1]).all()):
+            grad._coalesced_(True)
 
 
 def lr_factor(step: int, total: int, cfg: OptimConfig) -> float:
