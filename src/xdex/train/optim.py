@@ -1,7 +1,8 @@
 """Optimisers and learning-rate schedules.
 
 Dense parameters train with AdamW (no weight decay on biases and norm gains, as DEXML
-Appendix B); sparse embedding tables (``sparse=True`` embeddings) with SparseAdam. Each
+Appendix B); sparse embedding tables (``sparse=True`` embeddings) with SparseAdam
+(:class:`xdex.train.sparse_adam.RowSparseAdam`, torch's update in one compiled pass on the CPU). Each
 parameter group can carry its own learning rate (UniDEC: encoder, heads and classifier
 table at 1e-4, 2e-4 and 1e-3).
 """
@@ -9,12 +10,13 @@ table at 1e-4, 2e-4 and 1e-3).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 from torch import nn
+
+from xdex.train.sparse_adam import RowSparseAdam
 
 
 @dataclass
@@ -58,28 +60,10 @@ def build_optimizers(model: nn.Module, cfg: OptimConfig) -> list[torch.optim.Opt
         groups = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in dense.items()]
         optimizers.append(torch.optim.AdamW(groups))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam([{"params": ps, "lr": lr} for lr, ps in sparse.items()]))
+        optimizers.append(RowSparseAdam([{"params": ps, "lr": lr} for lr, ps in sparse.items()]))
     if not optimizers:
         raise ValueError("the model has no trainable parameters")
     return optimizers
-
-
-def mark_coalesced(params: Iterable[torch.Tensor]) -> None:
-    """Flag as coalesced every sparse gradient of ``params`` whose row indices strictly increase.
-
-    Such a gradient already is coalesced (distinct, sorted indices) but autograd does not say so: the flag is
-    dropped when a gradient is stored in ``.grad``. SparseAdam coalesces every gradient it is given, a sort
-    and a merge of all its rows, unless the flag is set. Gradients with one row per distinct index in
-    increasing order (the bag encoder's sparse path, a classifier table's label pool) then skip that work.
-    Gradients with more than one sparse dimension, or with repeated or unsorted indices, are left as they are.
-    """
-    for p in params:
-        grad = p.grad
-        if grad is None or not grad.is_sparse or grad.is_coalesced() or grad.sparse_dim() != 1:
-            continue
-        indices = grad._indices()[0]
-        if bool((indices[1:] > indices[:-1]).all()):
-            grad._coalesced_(True)
 
 
 def lr_factor(step: int, total: int, cfg: OptimConfig) -> float:

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from xdex.atomic import atomic_write_text
 from xdex.train import distributed as dist
 from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers, mark_coalesced
+from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
 from xdex.train.threads import intra_op_threads
 
 log = logging.getLogger(__name__)
@@ -198,7 +198,6 @@ class Trainer:
         if self.cfg.optim.grad_clip:
             dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
             torch.nn.utils.clip_grad_norm_(dense, self.cfg.optim.grad_clip)
-        mark_coalesced(self.model.parameters())
         for opt in self.optimizers:
             opt.step()
         for sch in self.schedulers:
