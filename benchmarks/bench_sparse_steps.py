@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import itertools
 import logging
+import re
 import sys
 import time
 import warnings
@@ -123,7 +124,7 @@ class Setup:
         self.times = {}
         start = time.perf_counter()
         with warnings.catch_warnings():  # torch's SparseAdam steps in place of the one the schedule was made for
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
             self.trainer.step(batch)
         total = time.perf_counter() - start
         parts = {"step": total, "forward": self.times["forward"], "optimiser": self.times["optimiser"]}
