@@ -117,3 +117,13 @@ def test_closure_loss_is_returned():
     assert RowSparseAdam([table], lr=0.5).step(lambda: 7.0) == 7.0
     # Adam's first step moves each touched entry by lr against the sign of its gradient (up to ε)
     torch.testing.assert_close(table.detach(), torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.5, 1.5]]))
+
+
+def test_a_graph_that_saved_the_table_sees_the_update():
+    """As after torch's in-place update, back-propagating through a graph made before the step is refused."""
+    table = torch.nn.Parameter(torch.ones(3, 2))
+    saved = (table * table).sum()
+    table.grad = sparse_grad([0], [[1.0, 1.0]], (3, 2))
+    RowSparseAdam([table]).step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.backward()

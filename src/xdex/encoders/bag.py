@@ -163,9 +163,9 @@ class BagOfEmbeddings(Encoder):
 
         The table rows (and learned weights) of the distinct ids are looked up once, and the bag runs over that
         small matrix with each token's position in it. The sums are those of the table's own bag; the sparse
-        gradient that reaches the optimiser holds one row per distinct token, in increasing id order, instead
-        of one per token occurrence (a batch of 256 texts and ~1,000 labels of 16 tokens: ~20,000 rows of the
-        table's width), so the optimiser has fewer rows to merge and update.
+        gradients that reach the optimiser hold one row per distinct token, in increasing id order, instead of
+        one per token occurrence (~1,000 label texts of 16 random words: ~32,000 occurrences of ~12,000
+        distinct tokens), so the optimiser has fewer rows to merge and update.
         """
         distinct, position = torch.unique(ids, sorted=True, return_inverse=True)
         rows = F.embedding(distinct, self.embedding.weight, sparse=True)
