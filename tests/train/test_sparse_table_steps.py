@@ -10,7 +10,7 @@ from xdex.data.synthetic import memorisation_task
 from xdex.encoders import BagOfEmbeddings, build_encoder
 from xdex.methods.pipeline import build_objective, trainer_settings
 from xdex.methods.recipe import load_recipe
-from xdex.train import Trainer
+from xdex.train import Trainer, sparse_adam
 from xdex.train import optim as optim_module
 from xdex.train.optim import build_schedulers
 
@@ -48,7 +48,18 @@ def train_steps(tmp_path, steps=6, weighting="learned"):
 
 @pytest.mark.parametrize("weighting", ["learned", "idf"])
 def test_steps_train_as_with_one_gradient_row_per_token_occurrence(tmp_path, monkeypatch, weighting):
-    losses, first, params = train_steps(tmp_path / "new", weighting=weighting)
+    ordered = []  # per sparse gradient: were its indices increasing already (no coalescing needed)?
+    increasing = sparse_adam._strictly_increasing
+
+    def spy(indices):
+        ordered.append(increasing(indices))
+        return ordered[-1]
+
+    with monkeypatch.context() as m:
+        m.setattr(sparse_adam, "_strictly_increasing", spy)
+        losses, first, params = train_steps(tmp_path / "new", weighting=weighting)
+    # every step's gradients of the token table, Ψ (and the learned weights) arrive with one row per index, sorted
+    assert ordered == [True] * 6 * (3 if weighting == "learned" else 2)
     with monkeypatch.context() as m:
         m.setattr(BagOfEmbeddings, "_distinct_bag", per_occurrence_bag)
         m.setattr(optim_module, "RowSparseAdam", torch.optim.SparseAdam)
