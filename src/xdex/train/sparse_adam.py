@@ -18,7 +18,8 @@ of its token table; there torch's step took 53-91 ms and this one pass (reading 
 writing ``m``, ``v``, ``θ``) 13-21 ms, medians of two runs on 2 busy cores (docs/benchmarks.md, "Steps over large
 label pools, after"). torch's SparseAdam has no fused or foreach variant.
 A gradient whose indices strictly increase (one row per index, sorted: the bag encoder's, a label pool's)
-needs no coalescing. The arithmetic is float32, operation for operation that of torch's step.
+needs no coalescing. The arithmetic is float32, operation for operation that of torch's step. The loop is
+compiled at the first step of a new installation (about 2 s), then read from numba's cache.
 
 Anything else takes torch's own step: parameters off the CPU, not float32, not contiguous or not
 two-dimensional, gradients with more than one sparse dimension, and ``maximize=True``.
