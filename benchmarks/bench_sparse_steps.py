@@ -9,11 +9,13 @@ negatives per query in the label pools (~975 labels a batch of 256 at 100,000), 
 ``Trainer.step`` calls with each of three computations in turn (the order reversed every other round, so that
 a drift of the machine's load falls on all of them alike):
 
-* ``before``: the bag of embeddings summed by the token table itself (``nn.EmbeddingBag`` over the token ids,
-  whose sparse gradient has one row per token occurrence), and ``torch.optim.SparseAdam``;
-* ``distinct``: the bag over each batch's distinct tokens (``BagOfEmbeddings``' training path: one gradient row
-  per distinct token), and ``torch.optim.SparseAdam``;
-* ``now``: the distinct tokens and :class:`xdex.train.sparse_adam.RowSparseAdam`, what training runs.
+* ``before``: a pass of the bag over the batch's queries and another over its labels, each summed by the token
+  table itself (``nn.EmbeddingBag`` over the token ids, whose sparse gradient has one row per token occurrence),
+  and ``torch.optim.SparseAdam``;
+* ``distinct``: the same two passes over each one's distinct tokens (``BagOfEmbeddings``' training path: one
+  gradient row per distinct token), and ``torch.optim.SparseAdam``;
+* ``now``: one pass over the queries and labels together (``xdex.train.distributed.encode_together``), its
+  distinct tokens, and :class:`xdex.train.sparse_adam.RowSparseAdam`: what training runs.
 
 All three train the same model on the same batches in turn (the dense AdamW is shared; each sparse optimiser
 keeps its own moments). Each step is timed whole and in parts: the forward pass (the loss), the optimiser steps,
@@ -110,14 +112,16 @@ class Setup:
     @contextlib.contextmanager
     def mode(self, mode: str) -> Iterator[None]:
         """Steps with the computation ``mode`` (one of MODES)."""
-        saved = BagOfEmbeddings._distinct_bag
+        saved = BagOfEmbeddings._distinct_bag, BagOfEmbeddings.joint_pass
         if mode == "before":
             BagOfEmbeddings._distinct_bag = per_occurrence_bag  # type: ignore[method-assign]
+        if mode != "now":
+            BagOfEmbeddings.joint_pass = False  # a pass for the queries and another for the labels
         self.trainer.optimizers = self.optimizers[mode]
         try:
             yield
         finally:
-            BagOfEmbeddings._distinct_bag = saved  # type: ignore[method-assign]
+            BagOfEmbeddings._distinct_bag, BagOfEmbeddings.joint_pass = saved  # type: ignore[method-assign]
 
     def step(self, batch: Any) -> dict[str, float]:
         """One ``Trainer.step``, its milliseconds whole and in parts."""

@@ -32,8 +32,9 @@ def test_modes_switch_the_bag_and_the_sparse_optimiser():
     kinds = {}
     for mode in bench.MODES:
         with setup.mode(mode):
-            kinds[mode] = (BagOfEmbeddings._distinct_bag is bench.per_occurrence_bag,
+            kinds[mode] = (BagOfEmbeddings._distinct_bag is bench.per_occurrence_bag, BagOfEmbeddings.joint_pass,
                            type(setup.trainer.optimizers[-1]))
-        assert BagOfEmbeddings._distinct_bag is not bench.per_occurrence_bag  # restored
-    assert kinds == {"before": (True, torch.optim.SparseAdam), "distinct": (False, torch.optim.SparseAdam),
-                     "now": (False, RowSparseAdam)}
+        assert BagOfEmbeddings._distinct_bag is not bench.per_occurrence_bag and BagOfEmbeddings.joint_pass  # restored
+    assert kinds == {"before": (True, False, torch.optim.SparseAdam),
+                     "distinct": (False, False, torch.optim.SparseAdam),
+                     "now": (False, True, RowSparseAdam)}

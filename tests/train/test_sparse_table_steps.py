@@ -1,6 +1,6 @@
-"""Training steps over sparse embedding tables: the bag encoder's distinct-token lookups and RowSparseAdam
-train as the table's own bag (one gradient row per token occurrence) under torch's SparseAdam did (the same
-losses and parameters, up to the order of float sums)."""
+"""Training steps over sparse embedding tables: the bag encoder's one pass over a step's queries and labels with
+distinct-token lookups, and RowSparseAdam, train as a pass per part with the table's own bag (one gradient row per
+token occurrence) under torch's SparseAdam did (the same losses and parameters, up to the order of float sums)."""
 
 import numpy as np
 import pytest
@@ -62,6 +62,7 @@ def test_steps_train_as_with_one_gradient_row_per_token_occurrence(tmp_path, mon
     assert ordered == [True] * 6 * (3 if weighting == "learned" else 2)
     with monkeypatch.context() as m:
         m.setattr(BagOfEmbeddings, "_distinct_bag", per_occurrence_bag)
+        m.setattr(BagOfEmbeddings, "joint_pass", False)  # a pass for the queries, another for the labels
         m.setattr(optim_module, "RowSparseAdam", torch.optim.SparseAdam)
         old_losses, old_first, old_params = train_steps(tmp_path / "old", weighting=weighting)
     np.testing.assert_allclose(losses, old_losses, rtol=1e-5)

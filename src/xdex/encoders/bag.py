@@ -62,6 +62,7 @@ class BagOfEmbeddings(Encoder):
     kind = "bag"
     idf: torch.Tensor  # a buffer, with weighting "idf"
     special_tokens = False
+    joint_pass = True  # one lookup of the distinct tokens and one sparse gradient for all the texts of a step
 
     def __init__(
         self,
