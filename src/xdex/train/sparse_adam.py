@@ -13,10 +13,10 @@ state (``step``, ``exp_avg``, ``exp_avg_sq``) and the same checkpoints.
 Why a step of our own: torch's runs the update as some fifteen passes over the gradient's rows, of which
 two ``sparse_mask`` gathers and three sparse-into-dense ``add_`` scatters, and coalesces every gradient (a
 sort and a merge of its rows) unless it is flagged coalesced, a flag that autograd drops when it stores a
-gradient. A bag encoder's step over a batch of 256 texts and ~1,000 labels touches ~17,000 rows of 256 floats
+gradient. A bag encoder's step over a batch of 256 texts and ~1,000 labels touches ~16,000 rows of 256 floats
 of its token table; there torch's step took 53-91 ms and this one pass (reading ``g``, ``m``, ``v``, ``θ`` once,
-writing ``m``, ``v``, ``θ``) 13-21 ms, medians of two runs on 2 busy cores (docs/benchmarks.md, "Steps over large
-label pools, after"). torch's SparseAdam has no fused or foreach variant.
+writing ``m``, ``v``, ``θ``) 13-21 ms, medians of three runs on 2 busy cores (docs/benchmarks.md, "Steps over
+large label pools, after"). torch's SparseAdam has no fused or foreach variant.
 A gradient whose indices strictly increase (one row per index, sorted: the bag encoder's, a label pool's)
 needs no coalescing. The arithmetic is float32, operation for operation that of torch's step. The loop is
 compiled at the first step of a new installation (about 2 s), then read from numba's cache.
