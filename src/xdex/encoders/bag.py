@@ -16,7 +16,9 @@ width ``e`` differs from ``d`` (started as a random semi-orthogonal matrix), and
 * ``"none"``: ``w(t) = 1``, the plain mean.
 
 The output is not normalised (heads normalise). A text without tokens embeds to the zero vector.
-With ``sparse=True`` the table (and the learned weights) get sparse gradients, for ``torch.optim.SparseAdam``.
+With ``sparse=True`` the table (and the learned weights) get sparse gradients, for SparseAdam: a pass with
+gradients looks up the batch's distinct tokens once, so those gradients hold one row per distinct token, not one
+per token occurrence (docs/benchmarks.md, "Steps over large label pools, after").
 Its operations are small: on a few cores one intra-op thread (``torch.set_num_threads(1)``) runs it
 fastest (docs/benchmarks.md, "Encoders").
 """
