@@ -81,6 +81,58 @@ def test_sparse_gradients_flow_to_used_rows_only(tokenizer):
     assert changed == [5, 6]
 
 
+def test_sparse_gradient_has_one_row_per_distinct_token_by_hand(tokenizer):
+    encoder = bag(tokenizer, "none", sparse=True)
+    # "a b b" = (E[a] + 2 E[b]) / 3 and "b" = E[b]: the sum of both outputs has gradient 1/3 on E[a]'s entries
+    # and 2/3 + 1 = 5/3 on E[b]'s, in one row each although b occurs three times
+    encoder(encoder.tokenize(["a b b", "", "b"])).sum().backward()
+    grad = encoder.embedding.weight.grad
+    assert grad._indices().tolist() == [[5, 6]]
+    assert torch.allclose(grad._values(), torch.tensor([[1 / 3, 1 / 3], [5 / 3, 5 / 3]]))
+
+
+TEXTS = ["a b b", "", "c c c a", "b", "", "a"]  # repeated tokens and empty texts
+
+
+@pytest.mark.parametrize("weighting", ["idf", "learned", "none"])
+@pytest.mark.parametrize("dim", [2, 3])  # 3: with a projection
+def test_sparse_path_gives_the_tables_own_bag_and_its_gradients(tokenizer, weighting, dim):
+    """The sparse path (distinct rows looked up once) against the table's own bag with dense gradients."""
+    pair = [BagOfEmbeddings(tokenizer, dim, weighting=weighting, idf=IDF, embeddings=TABLE, sparse=sparse, seed=2)
+            for sparse in (True, False)]
+    if weighting == "learned":
+        for encoder in pair:
+            with torch.no_grad():
+                encoder.log_weight.weight.copy_(torch.linspace(-1.0, 1.0, 8).unsqueeze(1))
+    tokens = pair[0].tokenize(TEXTS)
+    outputs = [encoder(tokens) for encoder in pair]
+    assert torch.allclose(outputs[0], outputs[1], rtol=1e-6, atol=0.0)
+    with torch.no_grad():
+        assert torch.allclose(pair[0](tokens), outputs[0], rtol=1e-6, atol=0.0)  # the no-graph path: the table's bag
+    target = torch.arange(outputs[0].numel(), dtype=torch.float32).reshape(outputs[0].shape)
+    for out in outputs:
+        (out * target).sum().backward()
+    sparse, dense = (dict(encoder.named_parameters()) for encoder in pair)
+    for name, param in sparse.items():
+        grad = param.grad.to_dense() if param.grad.is_sparse else param.grad
+        assert torch.allclose(grad, dense[name].grad, rtol=1e-6, atol=1e-7), name
+    distinct = sorted({5, 6, 7})  # a, b, c
+    assert sparse["embedding.weight"].grad.is_sparse
+    assert sparse["embedding.weight"].grad._indices().tolist() == [distinct]
+    if weighting == "learned":
+        assert sparse["log_weight.weight"].grad._indices().tolist() == [distinct]
+        assert bool((sparse["log_weight.weight"].grad._values() != 0).all())
+
+
+def test_sparse_path_without_any_token(tokenizer):
+    encoder = bag(tokenizer, "learned", sparse=True)
+    out = encoder(encoder.tokenize(["", ""]))
+    assert out.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    out.sum().backward()
+    assert encoder.embedding.weight.grad._nnz() == 0
+    assert encoder(encoder.tokenize([])).shape == (0, 2)
+
+
 @pytest.mark.parametrize("weighting", ["idf", "learned", "none"])
 def test_save_load_round_trip(tmp_path, tokenizer, weighting):
     encoder = BagOfEmbeddings(tokenizer, 3, weighting=weighting, idf=IDF, embeddings=TABLE, max_length=5, sparse=True)

@@ -248,6 +248,38 @@ def test_one_process_is_the_identity(monkeypatch):
         dist.gather_rows(x[:2], 3)
 
 
+@pytest.mark.parametrize("wrap", [False, True])  # the bag itself (UniDEC) or inside a DualEncoder
+def test_encode_together_gives_each_parts_embeddings_and_gradients_from_one_pass(wrap):
+    _, encoder, queries, labels = _bag(True)
+    net = DualEncoder(encoder) if wrap else encoder
+    parts = [(queries, IDS[4]), (labels, IDS[5]), (labels, np.array([], dtype=np.int64))]
+    calls = []
+    handle = encoder.register_forward_hook(lambda module, args, out: calls.append(len(args[0])))
+    together = dist.encode_together(net, parts)
+    handle.remove()
+    assert calls == [4 + 5]  # one pass over all the texts
+    separate = [net(tokens[ids]) for tokens, ids in parts]
+    assert [t.shape for t in together] == [t.shape for t in separate] == [(4, 8), (5, 8), (0, 8)]
+    for a, b in zip(together, separate, strict=True):
+        assert torch.allclose(a, b, rtol=1e-6, atol=0.0)
+    grads = []
+    for outputs in (together, separate):
+        net.zero_grad(set_to_none=True)
+        sum((_rows(len(o))[:, :1] * o).sum() for o in outputs).backward()
+        grads.append({name: _dense(p.grad) for name, p in net.named_parameters()})
+    for name, grad in grads[0].items():
+        assert torch.allclose(grad, grads[1][name], rtol=1e-5, atol=1e-7), name
+
+
+def test_encode_together_passes_each_part_alone_for_other_networks():
+    _, encoder, queries, labels = _bag(True)
+    net = nn.Sequential(encoder)  # no joint_pass: one pass per part
+    calls = []
+    encoder.register_forward_hook(lambda module, args, out: calls.append(len(args[0])))
+    out = dist.encode_together(net, [(queries, IDS[4]), (labels, IDS[1])])
+    assert calls == [4, 1] and [len(o) for o in out] == [4, 1]
+
+
 def test_init_from_env_names_the_missing_torchrun_variables(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     for var in dist.TORCHRUN_VARS:

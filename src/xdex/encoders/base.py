@@ -29,6 +29,9 @@ class Encoder(nn.Module, ABC):
 
     kind: ClassVar[str]
     special_tokens: ClassVar[bool]
+    # whether one pass over several batches of texts gives each batch's embeddings (texts do not interact, no
+    # random draws) at less cost than a pass per batch (xdex.train.distributed.encode_together)
+    joint_pass: ClassVar[bool] = False
     tokenizer: Tokenizer
     max_length: int
 

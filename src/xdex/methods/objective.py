@@ -31,7 +31,7 @@ from xdex.sampling import Batch, ClusterSchedule, HardNegatives, PoolStats, Quer
 from xdex.sampling.batch import positives_mask
 from xdex.sampling.embedding_cache import EmbeddingCache
 from xdex.text.tokens import TokenizedTexts
-from xdex.train.distributed import embed_sharded, encode_sharded
+from xdex.train.distributed import embed_sharded, encode_together
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ class DualEncoderObjective:
 
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
-        q = encode_sharded(self.net, self.queries, batch.query_ids)
-        z = self.label_side(batch.label_ids, encode_sharded(self.net, self.labels, batch.label_ids))
+        q, z = encode_together(self.net, [(self.queries, batch.query_ids), (self.labels, batch.label_ids)])
+        z = self.label_side(batch.label_ids, z)
         if self.cfg.cache_negatives > 0:
             batch, z = self.add_cache_negatives(batch, q, z)
         self.pool_stats.add(batch)

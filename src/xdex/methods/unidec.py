@@ -31,7 +31,7 @@ from xdex.methods.schema import HeadsConfig, RecipeConfig
 from xdex.modules.unidec import UniDECNet
 from xdex.sampling import positives_mask, sample_positives
 from xdex.text.tokens import TokenizedTexts
-from xdex.train.distributed import encode_sharded
+from xdex.train.distributed import encode_together
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,7 @@ class UniDECObjective(DualEncoderObjective):
         batch = self.make_batch(item)
         self.pool_stats.add(batch)
         net = cast(UniDECNet, self.net)  # the network given to __init__
-        phi_q = encode_sharded(net.encoder, self.queries, batch.query_ids)
-        phi_z = encode_sharded(net.encoder, self.labels, batch.label_ids)
+        phi_q, phi_z = encode_together(net.encoder, [(self.queries, batch.query_ids), (self.labels, batch.label_ids)])
         de_scores = net.de(phi_q) @ self.label_side(batch.label_ids, net.de(phi_z)).T
         device = de_scores.device
         loss_de = self.loss_fn(de_scores, torch.from_numpy(batch.positives).to(device))

@@ -34,6 +34,11 @@ class DualEncoder(Network):
     def dim(self) -> int:
         return self.encoder.dim
 
+    @property
+    def joint_pass(self) -> bool:
+        """Whether one pass over several batches of texts is the cheaper way (the encoder's ``joint_pass``)."""
+        return self.encoder.joint_pass
+
     def forward(self, tokens: TokenizedTexts) -> torch.Tensor:
         return F.normalize(self.encoder(tokens).float(), dim=-1)
 

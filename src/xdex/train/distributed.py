@@ -31,7 +31,7 @@ import logging
 import os
 import pickle
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -191,6 +191,20 @@ def encode_sharded(net: nn.Module, tokens: TokenizedTexts, ids: np.ndarray) -> T
     with random_per_rank(net):
         local = net(tokens[part]) if len(part) else net(tokens[ids[:1]])[:0]
     return gather_rows(local, len(ids))
+
+
+def encode_together(net: nn.Module, parts: Sequence[tuple[TokenizedTexts, np.ndarray]]) -> list[Tensor]:
+    """``[encode_sharded(net, tokens, ids) for tokens, ids in parts]`` (e.g. a batch's queries and its label pool).
+
+    In a 1-process run of a ``net`` whose ``joint_pass`` is true (a bag of embeddings: its texts do not interact
+    and it draws nothing at random, so the embeddings are the same) the texts of all parts go through one
+    pass: one lookup of their distinct tokens and one sparse gradient for the table, instead of one per part,
+    which the backward pass would then merge (docs/benchmarks.md, "Steps over large label pools, after").
+    """
+    if is_distributed() or not getattr(net, "joint_pass", False):
+        return [encode_sharded(net, tokens, ids) for tokens, ids in parts]
+    texts = TokenizedTexts.concatenate([tokens[np.asarray(ids)] for tokens, ids in parts])
+    return list(net(texts).split([len(ids) for _, ids in parts]))
 
 
 @contextlib.contextmanager

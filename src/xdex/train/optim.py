@@ -1,7 +1,8 @@
 """Optimisers and learning-rate schedules.
 
 Dense parameters train with AdamW (no weight decay on biases and norm gains, as DEXML
-Appendix B); sparse embedding tables (``sparse=True`` embeddings) with SparseAdam. Each
+Appendix B); sparse embedding tables (``sparse=True`` embeddings) with SparseAdam
+(:class:`xdex.train.sparse_adam.RowSparseAdam`, torch's update in one compiled pass on the CPU). Each
 parameter group can carry its own learning rate (UniDEC: encoder, heads and classifier
 table at 1e-4, 2e-4 and 1e-3).
 """
@@ -14,6 +15,8 @@ from typing import Literal
 
 import torch
 from torch import nn
+
+from xdex.train.sparse_adam import RowSparseAdam
 
 
 @dataclass
@@ -57,7 +60,7 @@ def build_optimizers(model: nn.Module, cfg: OptimConfig) -> list[torch.optim.Opt
         groups = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in dense.items()]
         optimizers.append(torch.optim.AdamW(groups))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam([{"params": ps, "lr": lr} for lr, ps in sparse.items()]))
+        optimizers.append(RowSparseAdam([{"params": ps, "lr": lr} for lr, ps in sparse.items()]))
     if not optimizers:
         raise ValueError("the model has no trainable parameters")
     return optimizers
