@@ -94,9 +94,9 @@ def module_i_labels(net: DualEncoder, aux: AuxiliaryVectors, labels: TokenizedTe
     DEXA Sec. 4 preserves them), E(z_l) (``encoder``), or (``validation``) E(z_l) where it ranks the validation
     documents better than ẑ_l by ``metric``, else ẑ_l (also without validation documents)."""
     z = net.embed(labels, embed_batch_size)
-    z_hat = aux.augment_all(z)
     if choice == "encoder":
         return z
+    z_hat = aux.augment_all(z)
     if choice == "augmented" or validation is None:
         return z_hat
     tokens, y_valid, pairs = validation

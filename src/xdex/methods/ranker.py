@@ -24,11 +24,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.methods.plugin import Plugin, Run, Validation, register
-from xdex.methods.run import validation_metrics
+from xdex.methods.run import ranking_metrics, validation_metrics
 from xdex.methods.schema import RankerConfig, RecipeConfig
-from xdex.metrics.measures import compute_metrics
 from xdex.metrics.propensity import inverse_propensity
-from xdex.metrics.ranking import PAD, Ranking, positive_csr, remove_pairs
+from xdex.metrics.ranking import PAD, Ranking, positive_csr
 from xdex.ranking.encoder_channel import EncoderChannel, sentence_encoder
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel, fit_choosing_features
@@ -188,10 +187,8 @@ def rank_key(figures: dict[str, float], metric: str) -> tuple[float, ...]:
 
 def lexical_figures(model: LexicalModel, valid: Validation, ks: list[int]) -> dict[str, float]:
     """Validation metrics of ``model``'s ranking alone (filter pairs removed, as every ranking is scored)."""
-    ranking = Ranking(*model.predict(valid.texts, valid.depth))
-    if valid.pairs is not None:
-        ranking = remove_pairs(ranking, valid.pairs)
-    return {k: round(v, 2) for k, v in compute_metrics(ranking, valid.labels, ks).items()}
+    return {k: round(v, 2) for k, v in ranking_metrics(Ranking(*model.predict(valid.texts, valid.depth)), valid,
+                                                        ks).items()}
 
 
 def served(figures: dict[str, dict], metric: str) -> str:
@@ -223,10 +220,8 @@ def cross_fitted(found: Candidates, valid: Validation, ks: list[int], c: float, 
     lexical = np.where(found.features[..., column["in_lexical"]] > 0, found.features[..., column["lexical"]], -np.inf)
 
     def measure(values: np.ndarray) -> dict[str, float]:
-        ranking: Ranking = top_k(found, values, valid.depth)
-        if valid.pairs is not None:
-            ranking = remove_pairs(ranking, valid.pairs)
-        return {k: round(v, 2) for k, v in compute_metrics(ranking, valid.labels, ks, inv_propensity).items()}
+        return {k: round(v, 2) for k, v in ranking_metrics(top_k(found, values, valid.depth), valid, ks,
+                                                            inv_propensity).items()}
 
     figures = {"fused": measure(scores), "dense": measure(dense), "lexical": measure(lexical)}
     log.info("ranking stage on validation (cross-fitted): %s",

@@ -27,7 +27,7 @@ from xdex.inference.card import write_card
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.schema import RecipeConfig, upgrade_names
 from xdex.metrics.measures import compute_metrics
-from xdex.metrics.ranking import remove_pairs
+from xdex.metrics.ranking import Ranking, remove_pairs
 from xdex.train import Trainer
 from xdex.train.distributed import is_main
 
@@ -40,10 +40,16 @@ if TYPE_CHECKING:
 def validation_metrics(q: np.ndarray, z: np.ndarray, valid: Validation, ks: list[int]) -> dict[str, float]:
     """Metrics of the inner-product ranking of validation query vectors ``q`` against label vectors ``z`` (the
     network's own ranking), the validation filter pairs removed."""
-    ranking = retrieve(np.ascontiguousarray(q), z, valid.depth)
+    return ranking_metrics(retrieve(np.ascontiguousarray(q), z, valid.depth), valid, ks)
+
+
+def ranking_metrics(ranking: Ranking, valid: Validation, ks: list[int],
+                    inv_propensity: np.ndarray | None = None) -> dict[str, float]:
+    """Metrics of a ranking of the validation documents (PSP@k too, given the labels' inverse propensities), their
+    filter pairs removed first, as every ranking is scored."""
     if valid.pairs is not None:
         ranking = remove_pairs(ranking, valid.pairs)
-    return compute_metrics(ranking, valid.labels, ks)
+    return compute_metrics(ranking, valid.labels, ks, inv_propensity)
 
 
 def split_validation(train: Split, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
