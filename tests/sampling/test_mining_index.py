@@ -15,16 +15,20 @@ from xdex.methods.schema import MiningIndexConfig, SamplingConfig
 from xdex.modules.dual_encoder import DualEncoder
 
 
-def test_the_default_is_exact_and_hnsw_settings_follow_the_index_section():
+def test_the_default_is_auto_and_hnsw_settings_follow_the_index_section():
     mining = load_recipe("unidec").sampling.mining_index
-    assert mining.kind == "exact" and mining.settings() == {"index": "exact"}
+    assert mining.kind == "auto" and mining.settings() == {"index": "auto", "M": 16, "ef_construction": 32,
+                                                           "ef_search": 128}
+    exact = load_recipe("unidec", overrides=["sampling.mining_index.kind=exact"]).sampling.mining_index
+    assert exact.settings() == {"index": "exact"}
     hnsw = load_recipe("unidec", overrides=["sampling.mining_index.kind=hnsw", "sampling.mining_index.M=8"])
     assert hnsw.sampling.mining_index.settings() == {"index": "hnsw", "M": 8, "ef_construction": 32,
                                                      "ef_search": 128}
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("sampling.mining_index.kind=annoy", r"sampling\.mining_index\.kind: 'annoy' is not one of 'exact', 'hnsw'"),
+    ("sampling.mining_index.kind=annoy",
+     r"sampling\.mining_index\.kind: 'annoy' is not one of 'auto', 'exact', 'hnsw'"),
     ("sampling.mining_index.M=1", r"sampling\.mining_index\.M must be an integer of at least 2, got 1"),
     ("sampling.mining_index.ef_search=0", r"sampling\.mining_index\.ef_search must be an integer of at least 1"),
     ("sampling.mining_index.ef_construction=lots", r"sampling\.mining_index\.ef_construction: expected int"),

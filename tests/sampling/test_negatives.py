@@ -105,3 +105,28 @@ def test_a_graph_that_cannot_fill_the_shortlists_falls_back_to_exact_search(monk
         approx = HardNegatives.mine(q, z, y, 6, **HNSW)
     assert np.array_equal(approx.shortlist, exact.shortlist)
     assert "searching exactly" in caplog.text
+
+
+def test_auto_chooses_the_graph_only_where_exact_search_is_the_far_larger_work():
+    from xdex.sampling.negatives import HNSW_FROM, mining_index
+
+    assert mining_index("exact", 10**6, 10**6) == "exact" and mining_index("hnsw", 10, 10) == "hnsw"
+    # N·L against HNSW_FROM·(N + L): 10^5 of each is 5·10^9 products for 2·10^5 vectors (a ratio of 50,000)
+    assert mining_index("auto", 100_000, 100_000) == "hnsw"
+    assert mining_index("auto", 26_000, 28_000) == "exact"  # a ratio of 13,500: the graph gains nothing there
+    n = 2 * HNSW_FROM  # N = L = 2·HNSW_FROM: the ratio is exactly HNSW_FROM
+    assert mining_index("auto", n, n) == "hnsw" and mining_index("auto", n, n - 1) == "exact"
+
+
+def test_auto_mining_searches_exactly_at_small_sizes_and_with_the_graph_past_the_threshold(monkeypatch):
+    from xdex.sampling import negatives
+
+    q, z, y = _clustered(n_labels=1500, n_queries=100, dim=16, seed=3)
+    small = HardNegatives.mine(q, z, y, 8, seed=5, index="auto", M=16, ef_construction=32, ef_search=64)
+    assert small.index == "exact"
+    assert np.array_equal(small.shortlist, HardNegatives.mine(q, z, y, 8).shortlist)
+    monkeypatch.setattr(negatives, "HNSW_FROM", 50)  # 100·1,500 >= 50·1,600
+    large = HardNegatives.mine(q, z, y, 8, seed=5, index="auto", M=16, ef_construction=32, ef_search=64)
+    assert large.index == "hnsw"
+    graph = HardNegatives.mine(q, z, y, 8, seed=5, index="hnsw", M=16, ef_construction=32, ef_search=64)
+    assert np.array_equal(large.shortlist, graph.shortlist)

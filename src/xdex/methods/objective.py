@@ -183,8 +183,7 @@ class DualEncoderObjective:
             vectors = (z if self.aux is None else self.aux.augment_all(z)).numpy()
             self.negatives = HardNegatives.mine(q, vectors, self.y, size, seed=self.seed + r,
                                                 **self.cfg.mining_index.settings())
-            log.info("refresh %d: hard-negative shortlists of %d labels (%s search)", r, size,
-                     self.cfg.mining_index.kind)
+            log.info("refresh %d: hard-negative shortlists of %d labels (%s search)", r, size, self.negatives.index)
 
 
 def _floor_pow2(n: int) -> int:

@@ -53,10 +53,12 @@ def _section(recipe: dict, dotted: str) -> dict:
 @dataclass
 class MiningIndexConfig:
     """How hard negatives are searched (the ``sampling.mining_index`` section): exact inner products over every
-    label vector, or an HNSW graph built over the label vectors at each refresh (:class:`xdex.index.HNSWIndex`;
-    M, ef_construction and ef_search as there; built on one thread, so that a seed gives one graph)."""
+    label vector, an HNSW graph built over the label vectors at each refresh (:class:`xdex.index.HNSWIndex`;
+    M, ef_construction and ef_search as there; built on one thread, so that a seed gives one graph), or ``auto``:
+    the graph where the numbers of texts N and labels L make exact search the far larger work
+    (:func:`xdex.sampling.negatives.mining_index`), exact search elsewhere."""
 
-    kind: Literal["exact", "hnsw"] = "exact"
+    kind: Literal["auto", "exact", "hnsw"] = "auto"
     M: int = 16  # links per node of the graph
     ef_construction: int = 32  # candidate list while building (cost grows with it)
     ef_search: int = 128  # candidate list while searching (at least the shortlist and the positives skipped)

@@ -7,7 +7,7 @@ advises |H_i| = η·τ). Each step samples η of them per query uniformly.
 The index is exact (every query against every label: N·L products) or an HNSW graph built over the label
 vectors at each refresh (about L + N searches of the graph), which pays off when N·L is large; its shortlists
 are the exact ones but for the neighbours the graph misses (docs/benchmarks.md, "Hard-negative mining with
-HNSW").
+HNSW"). ``auto`` (the default) chooses by that ratio of work: the graph once N·L ≥ :data:`HNSW_FROM`·(N + L).
 """
 
 from __future__ import annotations
@@ -24,14 +24,28 @@ from xdex.index.hnsw import HNSWIndex
 
 log = logging.getLogger(__name__)
 
+HNSW_SETTINGS = ("M", "ef_construction", "ef_search")  # what only a graph takes
 MAX_POSITIVES_SKIPPED = 64  # positives a search looks past, at most, to fill a shortlist
+HNSW_FROM = 25_000  # auto: an HNSW graph once N·L >= HNSW_FROM·(N + L), exact search below. Measured refreshes
+# (docs/benchmarks.md, "Hard-negative mining with HNSW"): no gain at 7,000-14,000 (the shared datasets), 1.3x at
+# 16,700 (10^5 labels, 2·10^4 queries), 2.9x at 50,000 (10^5 of each)
+
+
+def mining_index(kind: str, n_queries: int, n_labels: int) -> str:
+    """The index a search of ``n_queries`` against ``n_labels`` uses: ``kind`` itself, or for ``auto`` an HNSW
+    graph where exact search does at least :data:`HNSW_FROM` times as many products as the graph has vectors to
+    insert and search (N·L ≥ HNSW_FROM·(N + L)), exact search below."""
+    if kind != "auto":
+        return kind
+    return HNSWIndex.kind if n_queries * n_labels >= HNSW_FROM * (n_queries + n_labels) else "exact"
 
 
 class HardNegatives:
     """Per-query shortlists of hard negatives, ``-1``-padded, best first."""
 
-    def __init__(self, shortlist: np.ndarray):
+    def __init__(self, shortlist: np.ndarray, index: str = "exact"):
         self.shortlist = np.asarray(shortlist, dtype=np.int64)
+        self.index = index  # the search that found them: exact or hnsw
 
     @classmethod
     def mine(
@@ -39,9 +53,10 @@ class HardNegatives:
         index: str = "exact", seed: int = 0, **settings: Any,
     ) -> HardNegatives:
         """Shortlists from an inner-product search of ``label_vectors`` for every query vector: exact
-        (``index="exact"``), or over an HNSW graph of the label vectors (``"hnsw"``, with ``settings`` M,
+        (``index="exact"``), over an HNSW graph of the label vectors (``"hnsw"``, with ``settings`` M,
         ef_construction and ef_search of :class:`~xdex.index.HNSWIndex`), built on one thread from ``seed`` and
-        searched on torch's threads (the same shortlists for any thread count)."""
+        searched on torch's threads (the same shortlists for any thread count), or as :func:`mining_index`
+        chooses by the sizes (``"auto"``)."""
         q = np.ascontiguousarray(query_vectors, dtype=np.float32)
         z = np.ascontiguousarray(label_vectors, dtype=np.float32)
         y = sp.csr_matrix(labels)
@@ -49,8 +64,12 @@ class HardNegatives:
             raise ValueError(f"the shortlist size must be positive, got {shortlist_size}")
         if q.ndim != 2 or z.ndim != 2 or q.shape[1] != z.shape[1] or y.shape != (len(q), len(z)):
             raise ValueError(f"queries {q.shape} and labels {z.shape} do not fit a {y.shape} label matrix")
-        if index == HNSWIndex.kind:
+        chosen = mining_index(index, len(q), len(z))
+        if chosen == HNSWIndex.kind:
             settings = {**settings, "seed": seed, "num_threads": 1}
+        elif index == "auto":  # the graph's settings go unused
+            settings = {name: value for name, value in settings.items() if name not in HNSW_SETTINGS}
+        index = chosen
         search_index = build_index(index, z.shape[1], "ip", **settings)
         search_index.add(z)
         max_pos = int(np.diff(y.indptr).max(initial=0))
@@ -64,7 +83,9 @@ class HardNegatives:
                 return cls.mine(q, z, y, shortlist_size)
         else:
             _, ids = search_index.search(q, k)
-        return cls.from_search(ids, y, shortlist_size)
+        negatives = cls.from_search(ids, y, shortlist_size)
+        negatives.index = index
+        return negatives
 
     @classmethod
     def from_search(cls, search_ids: np.ndarray, labels: sp.csr_matrix, shortlist_size: int) -> HardNegatives:
