@@ -206,6 +206,33 @@ def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
     assert DualEncoderModel.load(tmp_path / "model").meta["lexical_features"] == record
 
 
+def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path, monkeypatch):
+    from xdex.methods import pipeline
+
+    n = 600
+    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=150",
+                                             "encoder.dim=32", "ranker.lexical.analyzer=validation",
+                                             "ranker.lexical.classifier=napkinxc-plt"])
+
+    class Stopped(Exception):
+        pass
+
+    def stop(self, resume=False):
+        raise Stopped  # the run ends once the lexical channel is fitted, before the network trains
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline.Trainer, "fit", stop)
+        with pytest.raises(Stopped):
+            train(part, recipe, tmp_path / "model")
+    training = tmp_path / "model" / "training"
+    record = json.loads((training / "lexical_features.json").read_text(encoding="utf-8"))
+    assert set(record["validation"]) == {"word", "word+char"}
+    model = train(part, recipe, tmp_path / "model", resume=True)
+    assert model.meta["lexical_features"] == record
+    assert "+".join(model.ranker.lexical.blocks) == record["kept"]
+    assert not (training / "lexical_features.json").exists() and not (training / "lexical").exists()
+
+
 def test_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_precision():
     def figures(fused, dense, lexical):
         return {name: {"P@1": p1, "P@3": p3} for name, (p1, p3) in

@@ -23,6 +23,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
+from xdex.jsonfile import read_json, write_json
 from xdex.methods.plugin import Plugin, Run, Validation, register
 from xdex.methods.run import ranking_metrics, validation_metrics
 from xdex.methods.schema import RankerConfig, RecipeConfig
@@ -37,6 +38,7 @@ from xdex.train.distributed import is_main
 log = logging.getLogger(__name__)
 
 LEXICAL_DIR = "lexical"  # the lexical channel of an unfinished run, in its training folder
+LEXICAL_CHOICE = "lexical_features.json"  # beside it: the feature sets tried on validation, for meta.json
 
 
 def check_ranker(config: RecipeConfig) -> None:
@@ -72,9 +74,12 @@ def prepare_ranker(run: Run) -> None:
     if not is_main() or valid is None:  # rank 0 alone validates and writes the model
         return
     folder = run.training_folder() / LEXICAL_DIR  # a resumed run goes on with the lexical model it fitted
+    choice = run.training_folder() / LEXICAL_CHOICE
     if run.resume and (folder / "meta.json").is_file():
         lexical = LexicalModel.load(folder)
         log.info("lexical channel read from %s", folder)
+        if choice.is_file():  # and records the choice it made
+            run.meta["lexical_features"] = read_json(choice)
     else:
         lexical_config = LexicalConfig.from_dict({"seed": run.config.trainer.seed, **config.lexical})
         figures: dict[str, dict[str, float]] = {}
@@ -86,8 +91,9 @@ def prepare_ranker(run: Run) -> None:
         lexical, tried = fit_choosing_features(lexical_config, run.query_texts, run.train_labels, rank)
         if tried:
             run.meta["lexical_features"] = {"kept": "+".join(lexical.blocks), "validation": figures}
+            write_json(choice, run.meta["lexical_features"])
         lexical.save(folder)
-    run.checkpoints.append(folder)  # removed once the model directory (ranker/lexical) is written
+    run.checkpoints += [folder, choice]  # removed once the model directory (ranker/lexical) is written
     encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
     if config.encoder is not None:
         encoder = EncoderChannel.fit(config.encoder, run.label_texts)
