@@ -106,7 +106,20 @@ def collectives(out: Path) -> dict:
             dist.average_gradients(net)
             res["encode", sparse, n] = (emb.detach(), {k: _dense(p.grad) for k, p in net.named_parameters()})
         res["embed", sparse] = dist.embed_sharded(net, queries, 16)
+    _, encoder, queries, labels = _bag(True)
+    net = DualEncoder(encoder)
+    calls: list[int] = []
+    encoder.register_forward_hook(lambda module, args, out: calls.append(len(args[0])))
+    together = dist.encode_together(net, [(queries, IDS[4]), (labels, IDS[5])])
+    (_together_weights(together) * torch.cat(together)).sum().backward()
+    dist.average_gradients(net)
+    res["together"] = ([t.detach() for t in together], {k: _dense(p.grad) for k, p in net.named_parameters()}, calls)
     return res
+
+
+def _together_weights(parts: list[torch.Tensor]) -> torch.Tensor:
+    rows = sum(len(p) for p in parts)
+    return torch.linspace(-1, 1, rows * parts[0].shape[1]).reshape(rows, -1)
 
 
 class ExplicitlyAveraged(DualEncoderObjective):
@@ -324,6 +337,21 @@ def test_encode_sharded_forward_and_averaged_gradients_equal_one_process(ranks_c
         for name, p in net.named_parameters():
             assert torch.allclose(grads[name], _dense(p.grad), atol=1e-6), name
     assert torch.allclose(ranks_collectives[0]["embed", sparse], net.embed(queries, 16), atol=1e-6)
+
+
+def test_encode_together_on_two_ranks_is_one_pass_of_each_ranks_shard_and_equals_one_process(ranks_collectives):
+    _, encoder, queries, labels = _bag(True)
+    net = DualEncoder(encoder)
+    separate = [net(queries[IDS[4]]), net(labels[IDS[5]])]
+    (_together_weights(separate) * torch.cat(separate)).sum().backward()
+    for rank, res in enumerate(ranks_collectives):
+        got, grads, calls = res["together"]
+        first, end = dist.shard_bounds(4 + 5, WORLD)[rank]
+        assert calls == [end - first]  # one pass over its shard of the 4 queries and 5 labels
+        for a, b in zip(got, separate, strict=True):
+            assert torch.allclose(a, b.detach(), atol=1e-6)
+        for name, p in net.named_parameters():
+            assert torch.allclose(grads[name], _dense(p.grad), atol=1e-6), name
 
 
 # -- training on 2 ranks ----------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.oak import LINKER_DIR, Augmentation, OakNet, link, pad_links
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import TrainerConfig
-from xdex.train.distributed import barrier, encode_sharded
+from xdex.train.distributed import barrier, encode_together
 from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,8 @@ class OakObjective(DualEncoderObjective):
     def loss(self, item: tuple[int, int, np.ndarray]) -> torch.Tensor:
         batch = self.make_batch(item)
         self.pool_stats.add(batch)
-        x = encode_sharded(self.net, self.queries, batch.query_ids)
+        x, y = encode_together(self.net, [(self.queries, batch.query_ids), (self.labels, batch.label_ids)])
         x_hat = self.augment(x, pad_links(self.links, batch.query_ids).to(x.device))
-        y = encode_sharded(self.net, self.labels, batch.label_ids)
         positives = torch.from_numpy(batch.positives).to(x.device)
         terms = {"augmented": self.loss_fn(x_hat @ y.T, positives)}
         if self.loss_terms.needs("encoder"):

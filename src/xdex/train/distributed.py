@@ -196,15 +196,17 @@ def encode_sharded(net: nn.Module, tokens: TokenizedTexts, ids: np.ndarray) -> T
 def encode_together(net: nn.Module, parts: Sequence[tuple[TokenizedTexts, np.ndarray]]) -> list[Tensor]:
     """``[encode_sharded(net, tokens, ids) for tokens, ids in parts]`` (e.g. a batch's queries and its label pool).
 
-    In a 1-process run of a ``net`` whose ``joint_pass`` is true (a bag of embeddings: its texts do not interact
-    and it draws nothing at random, so the embeddings are the same) the texts of all parts go through one
-    pass: one lookup of their distinct tokens and one sparse gradient for the table, instead of one per part,
-    which the backward pass would then merge (docs/benchmarks.md, "Steps over large label pools, after").
+    For a ``net`` whose ``joint_pass`` is true (a bag of embeddings: its texts do not interact and it draws
+    nothing at random, so the embeddings are the same) the texts of all parts go through one pass (under
+    torchrun, each rank its shard of them all): one lookup of their distinct tokens and one sparse gradient for
+    the table, instead of one per part, which the backward pass would then merge (docs/benchmarks.md, "Steps
+    over large label pools, after").
     """
-    if is_distributed() or not getattr(net, "joint_pass", False):
+    if not getattr(net, "joint_pass", False):
         return [encode_sharded(net, tokens, ids) for tokens, ids in parts]
     texts = TokenizedTexts.concatenate([tokens[np.asarray(ids)] for tokens, ids in parts])
-    return list(net(texts).split([len(ids) for _, ids in parts]))
+    together = net(texts) if not is_distributed() else encode_sharded(net, texts, np.arange(len(texts)))
+    return list(together.split([len(ids) for _, ids in parts]))
 
 
 @contextlib.contextmanager
