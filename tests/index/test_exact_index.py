@@ -6,14 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
 from xdex.index import ExactIndex, Index
-from xdex.index.exact import top_k, top_k_few
+from xdex.index.exact import top_k_few
 
 
 def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -42,44 +41,38 @@ def test_cosine_by_hand():
     np.testing.assert_allclose(scores, [[0.8, 0.0, -1.0]], atol=1e-6)
 
 
-def test_top_k_breaks_ties_at_the_cut_by_column():
-    scores = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]])
-    values, columns = top_k(scores, 2)
-    assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]]
-    assert columns.tolist() == [[1, 2], [0, 1]]
-
-
 @pytest.mark.parametrize("k", [1, 3, 8, 40, 50])
-def test_one_pass_top_k_equals_top_k_ties_included(k):
+def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k):
     rng = np.random.default_rng(k)
     scores = rng.integers(-3, 4, (12, 40)).astype(np.float32)  # many ties, at the cut too
     scores[0] = 1.0  # one row all tied
     scores[1, :5] = -np.inf
-    values, columns = top_k(torch.from_numpy(scores.copy()), k)
-    few_values, few_columns = top_k_few(scores, k)
-    np.testing.assert_array_equal(few_values, values)
-    np.testing.assert_array_equal(few_columns, columns)
-    assert few_values.dtype == np.float32 and few_columns.dtype == np.int64
+    values, columns = top_k_few(scores, k)
+    order = np.lexsort((np.broadcast_to(np.arange(40), scores.shape), -scores), axis=1)[:, :k]  # score, column
+    np.testing.assert_array_equal(columns, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(scores, order, axis=1))
+    assert values.dtype == np.float32 and columns.dtype == np.int64
 
 
-def test_many_queries_rank_alike_in_one_chunk_and_in_small_chunks():
-    """More than FEW_QUERIES queries in one chunk take torch's top-k, smaller chunks the one-pass top-k."""
-    from xdex.index.exact import FEW_QUERIES
+def test_one_pass_top_k_by_hand():
+    values, columns = top_k_few(np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]], np.float32), 2)
+    assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]]
+    assert columns.tolist() == [[1, 2], [0, 1]]
 
+
+def test_one_query_and_many_rank_alike_in_one_chunk_and_in_small_chunks():
     rng = np.random.default_rng(6)
     items = rng.integers(-2, 3, (90, 6)).astype(np.float32)  # integer scores: ties, exact sums
-    queries = rng.integers(-2, 3, (FEW_QUERIES + 44, 6)).astype(np.float32)
+    queries = rng.integers(-2, 3, (300, 6)).astype(np.float32)
     results = []
-    for chunk_queries in (len(queries), 50):
+    for chunk_queries in (len(queries), 50, 1):
         index = ExactIndex(6, chunk_queries=chunk_queries, chunk_items=40)
         index.add(items)
         results.append(index.search(queries, 7))
-    (scores_a, ids_a), (scores_b, ids_b) = results
-    np.testing.assert_array_equal(ids_a, ids_b)
-    np.testing.assert_array_equal(scores_a, scores_b)
     expected_scores, expected_ids = brute_force(items, np.arange(90), queries, 7)
-    np.testing.assert_array_equal(ids_a, expected_ids)
-    np.testing.assert_array_equal(scores_a, expected_scores)
+    for scores, ids in results:
+        np.testing.assert_array_equal(ids, expected_ids)
+        np.testing.assert_array_equal(scores, expected_scores)
 
 
 @pytest.mark.parametrize("metric", ["ip", "cosine"])

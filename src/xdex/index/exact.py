@@ -1,63 +1,70 @@
-"""Exact (brute-force) search: chunked matrix products with a top-k merged across item blocks."""
+"""Exact (brute-force) search: chunked matrix products with a top-k merged across item blocks.
+
+The products of several queries are numpy's (the BLAS it ships, OpenBLAS), on as many threads as torch's intra-op
+setting: on the AMD EPYC machines we measure on, torch's CPU build multiplies with Intel's MKL at about half
+OpenBLAS's rate (a block of 1,024 x 8,192 x 256: 46 against 79 GFLOP/s on one thread; docs/benchmarks.md, "Exact
+search at mining sizes").
+"""
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numba
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 
 from xdex.index.base import Index, Metric
 from xdex.index.storage import load_array, save_array, write_meta
 
 CHUNK_QUERIES = 1024
 CHUNK_ITEMS = 8192
-FEW_QUERIES = 256  # up to this many queries (a served text, a micro-batch, a chunk of the ranking stage), each
-# row's top k is picked in one compiled pass (top_k_few): 0.4 / 1.9 ms against torch's 8 ms for 64 / 256 rows of
-# 7,155 scores on a busy 2-core machine; larger chunks (mining) keep torch's parallel top-k
 
 
-def top_k(scores: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest scores of each row of a CPU tensor and their columns, best first, ties to the lower
-    column (numpy arrays).
+_BLAS: ThreadpoolController | None = None  # found at the first search: it looks through the loaded libraries
+_BLAS_LOCK = threading.Lock()  # the BLAS's thread count is the process's: searches that set it take turns
 
-    ``torch.topk`` may cut anywhere among scores equal to the k-th largest; it is asked for ``k + 1`` items to
-    spot such rows, whose cut is then redone in column order. The order within the k is set by numpy: torch's
-    parallel sorts of many short rows cost more than the search itself on a busy 2-core machine
-    (docs/benchmarks.md, "Exact search at mining sizes").
-    """
-    values, columns = torch.topk(scores, min(k + 1, scores.shape[1]), dim=1)
-    if values.shape[1] > k:
-        rows = (values[:, k] == values[:, k - 1]).nonzero()[:, 0]
-        columns = columns[:, :k]
-        if len(rows):
-            columns[rows] = _first_columns(scores[rows], values[rows, k - 1 : k], k)
-    ascending = np.sort(columns.numpy(), axis=1)
-    return best_first(np.take_along_axis(scores.numpy(), ascending, axis=1), ascending)
+
+@contextlib.contextmanager
+def blas_threads(threads: int) -> Iterator[None]:
+    """Run the block with numpy's BLAS on ``threads`` threads (then as before), one such block at a time."""
+    global _BLAS
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            _BLAS = ThreadpoolController()
+        with _BLAS.limit(limits=threads, user_api="blas"):
+            yield
 
 
 def top_k_few(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`top_k` of a float32 numpy array in one pass over each row (compiled): the same ``k`` scores and
-    columns (all of them where a row is shorter), ties to the lower column, best first. For one row it saves
-    ``top_k``'s dozen small calls, which cost more than the pass itself (a served single text); for a few hundred
-    rows it is faster than torch's parallel top-k on a busy machine (:data:`FEW_QUERIES`)."""
-    return _top_k_rows(np.ascontiguousarray(scores, np.float32), min(k, scores.shape[1]))
+    """The ``k`` largest scores of each row of a float32 array and their columns (all of them where a row is
+    shorter), best first, ties to the lower column: one compiled pass over each row (:func:`_merge_top_k`)."""
+    scores = np.ascontiguousarray(scores, np.float32)
+    k = min(k, scores.shape[1])
+    top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
+    _merge_top_k(scores, 0, top_scores, top_columns, np.zeros(len(scores), np.int64))
+    return top_scores, top_columns
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` best (score descending, then column ascending): the columns scanned in order, a sorted
-    buffer of the best so far, an entry taking a place only from a strictly lower score."""
+def _merge_top_k(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
+                 sizes: np.ndarray) -> None:
+    """Merge a block of scores (its columns numbered from ``offset``) into each row's best so far, in place: the
+    ``sizes[i]`` entries of ``top_scores[i]`` / ``top_columns[i]``, score descending. The columns are scanned in
+    order and an entry takes a place only from a strictly lower score, so among equal scores the lower column
+    stays first, within a block and, as blocks come in column order, across them. Once a row holds k entries most
+    scores cost one comparison with its k-th."""
     n, width = scores.shape
-    top_scores = np.empty((n, k), np.float32)
-    top_columns = np.empty((n, k), np.int64)
+    k = top_scores.shape[1]
     for i in range(n):
-        size = 0
+        size = sizes[i]
         for j in range(width):
             s = scores[i, j]
             if size == k and not s > top_scores[i, k - 1]:
@@ -66,14 +73,14 @@ def _top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
             while at > 0 and top_scores[i, at - 1] < s:
                 top_scores[i, at], top_columns[i, at] = top_scores[i, at - 1], top_columns[i, at - 1]
                 at -= 1
-            top_scores[i, at], top_columns[i, at] = s, j
+            top_scores[i, at], top_columns[i, at] = s, j + offset
             size = min(size + 1, k)
-    return top_scores, top_columns
+        sizes[i] = size
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
 def _row_products(items: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``queries @ items.T`` (float32), one item row at a time; the sums in another order than torch's product
+    """``queries @ items.T`` (float32), one item row at a time; the sums in another order than a BLAS product
     (the scores may differ in the last bits)."""
     out = np.empty((queries.shape[0], items.shape[0]), np.float32)
     for i in range(items.shape[0]):
@@ -85,55 +92,30 @@ def _row_products(items: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-def best_first(scores: np.ndarray, rows: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's entries by score, best first, keeping the first ``k`` (all by default); equal scores keep
-    their order, so entries given in ascending ``rows`` order break ties by the lower row."""
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
-
-
-def _first_columns(scores: torch.Tensor, kth: torch.Tensor, k: int) -> torch.Tensor:
-    """Columns of the scores above ``kth`` plus the lowest columns equal to it, ``k`` per row, ascending."""
-    above = scores > kth
-    tied = scores == kth
-    room = k - above.sum(dim=1, keepdim=True)
-    keep = above | (tied & (tied.cumsum(dim=1) <= room))
-    return keep.nonzero()[:, 1].view(-1, k)  # row-major, so columns ascend within a row
-
-
 def exact_search(
     items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int = CHUNK_QUERIES, chunk_items: int = CHUNK_ITEMS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` rows of ``items`` by inner product for each query: scores and row positions.
+    """Top-``k`` rows of ``items`` by inner product for each query: scores and row positions, best first, ties
+    to the lower row.
 
     Queries go in chunks of ``chunk_queries`` and items in blocks of ``chunk_items``, so the
     extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
-    block by block. Each block's top-k is merged with the best so far; as earlier blocks hold lower
-    rows, equal scores keep the lower row. ``k`` must not exceed ``len(items)``.
+    block by block. Each block's scores are merged into the best so far in one compiled pass
+    (:func:`_merge_top_k`). ``k`` must not exceed ``len(items)``.
     """
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
-    queries = np.require(queries, requirements=["C", "W"])  # torch wraps only writeable arrays
-    with torch.inference_mode():
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    products = blas_threads(torch.get_num_threads()) if len(queries) > 1 else contextlib.nullcontext()
+    with products:
         for q0 in range(0, len(queries), chunk_queries):
-            q = torch.from_numpy(queries[q0 : q0 + chunk_queries])
-            best_scores, best_rows = np.empty((len(q), 0), dtype=np.float32), np.empty((len(q), 0), dtype=np.int64)
+            q = queries[q0 : q0 + chunk_queries]
+            sizes = np.zeros(len(q), np.int64)
             for i0 in range(0, len(items), chunk_items):
-                block = torch.from_numpy(np.require(items[i0 : i0 + chunk_items], requirements=["C", "W"]))
-                width = min(k, len(items) - i0)
-                if len(q) == 1:  # a served text: a compiled pass, faster than torch's product of one row
-                    block_scores, block_rows = top_k_few(_row_products(block.numpy(), q.numpy()), width)
-                elif len(q) <= FEW_QUERIES:
-                    block_scores, block_rows = top_k_few((q @ block.T).numpy(), width)
-                else:
-                    block_scores, block_rows = top_k(q @ block.T, width)
-                if i0 == 0:
-                    best_scores, best_rows = block_scores, block_rows
-                else:  # the best so far hold lower rows than this block: first among equal scores
-                    best_scores, best_rows = best_first(np.concatenate([best_scores, block_scores], axis=1),
-                                                        np.concatenate([best_rows, block_rows + i0], axis=1), k)
-            scores[q0 : q0 + len(q)] = best_scores
-            rows[q0 : q0 + len(q)] = best_rows
+                block = np.ascontiguousarray(items[i0 : i0 + chunk_items], dtype=np.float32)
+                # a served text: a compiled pass, faster than a BLAS product of one row
+                block_scores = _row_products(block, q) if len(q) == 1 else q @ block.T
+                _merge_top_k(block_scores, i0, scores[q0 : q0 + len(q)], rows[q0 : q0 + len(q)], sizes)
     return scores, rows
 
 
