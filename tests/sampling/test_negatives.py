@@ -111,9 +111,9 @@ def test_auto_chooses_the_graph_only_where_exact_search_is_the_far_larger_work()
     from xdex.sampling.negatives import HNSW_FROM, mining_index
 
     assert mining_index("exact", 10**6, 10**6) == "exact" and mining_index("hnsw", 10, 10) == "hnsw"
-    # N·L against HNSW_FROM·(N + L): 10^5 of each is 5·10^9 products for 2·10^5 vectors (a ratio of 50,000)
-    assert mining_index("auto", 100_000, 100_000) == "hnsw"
-    assert mining_index("auto", 26_000, 28_000) == "exact"  # a ratio of 13,500: the graph gains nothing there
+    # N·L against HNSW_FROM·(N + L): 10^6 of each is 10^12 products for 2·10^6 vectors (a ratio of 500,000)
+    assert mining_index("auto", 10**6, 10**6) == "hnsw"
+    assert mining_index("auto", 100_000, 100_000) == "exact"  # a ratio of 50,000: the graph gains little there
     n = 2 * HNSW_FROM  # N = L = 2·HNSW_FROM: the ratio is exactly HNSW_FROM
     assert mining_index("auto", n, n) == "hnsw" and mining_index("auto", n, n - 1) == "exact"
 

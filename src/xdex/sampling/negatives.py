@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 
 HNSW_SETTINGS = ("M", "ef_construction", "ef_search")  # what only a graph takes
 MAX_POSITIVES_SKIPPED = 64  # positives a search looks past, at most, to fill a shortlist
-HNSW_FROM = 25_000  # auto: an HNSW graph once N·L >= HNSW_FROM·(N + L), exact search below. Measured refreshes
-# (docs/benchmarks.md, "Hard-negative mining with HNSW"): no gain at 7,000-14,000 (the shared datasets), 1.3x at
-# 16,700 (10^5 labels, 2·10^4 queries), 2.9x at 50,000 (10^5 of each)
+HNSW_FROM = 100_000  # auto: an HNSW graph once N·L >= HNSW_FROM·(N + L), exact search below. At 10^5 labels and
+# 10^5 queries (a ratio of 50,000) the graph's refresh was 1.4x faster on untrained vectors and no faster on trained
+# ones, on 2 cores (docs/benchmarks.md, "Hard-negative mining with HNSW"); exact work grows with N·L, the graph's
+# with N + L, so from twice that ratio on (e.g. 2·10^5 of each, or 10^6 labels and 1.1·10^5 queries) the graph wins
 
 
 def mining_index(kind: str, n_queries: int, n_labels: int) -> str:
