@@ -54,6 +54,17 @@ def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k):
     assert values.dtype == np.float32 and columns.dtype == np.int64
 
 
+def test_no_best_asked_gives_empty_rows():
+    from xdex.index.exact import exact_search
+
+    values, columns = top_k_few(np.ones((2, 5), np.float32), 0)
+    assert values.shape == columns.shape == (2, 0)
+    scores, rows = exact_search(np.ones((4, 3), np.float32), np.ones((2, 3), np.float32), 0)
+    assert scores.shape == rows.shape == (2, 0)
+    with pytest.raises(ValueError, match="k must be between 0 and the 4 items, got 5"):
+        exact_search(np.ones((4, 3), np.float32), np.ones((2, 3), np.float32), 5)
+
+
 def test_one_pass_top_k_by_hand():
     values, columns = top_k_few(np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]], np.float32), 2)
     assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]]

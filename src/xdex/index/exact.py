@@ -49,7 +49,8 @@ def top_k_few(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = np.ascontiguousarray(scores, np.float32)
     k = min(k, scores.shape[1])
     top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
-    _merge_top_k(scores, 0, top_scores, top_columns, np.zeros(len(scores), np.int64))
+    if k > 0:
+        _merge_top_k(scores, 0, top_scores, top_columns, np.zeros(len(scores), np.int64))
     return top_scores, top_columns
 
 
@@ -105,6 +106,10 @@ def exact_search(
     """
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
+    if not 0 <= k <= len(items):
+        raise ValueError(f"k must be between 0 and the {len(items)} items, got {k}")
+    if k == 0:
+        return scores, rows
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     products = blas_threads(torch.get_num_threads()) if len(queries) > 1 else contextlib.nullcontext()
     with products:
