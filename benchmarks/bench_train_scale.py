@@ -67,12 +67,19 @@ def run_one(job: dict) -> dict:
     data = memorisation_task(n=job["documents"])
     load = [load_average()]
     searches = SearchNames()
-    logging.getLogger("xdex.methods.objective").addHandler(searches)
-    with tempfile.TemporaryDirectory(prefix="bench-train-scale-") as tmp:
-        start = time.perf_counter()
-        train(data, config, Path(tmp) / "model")
-        total = time.perf_counter() - start
-        history = training_history(Path(tmp) / "model")
+    objective_log = logging.getLogger("xdex.methods.objective")
+    level = objective_log.level
+    objective_log.addHandler(searches)
+    objective_log.setLevel(logging.INFO)  # its refreshes name their search at INFO
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-train-scale-") as tmp:
+            start = time.perf_counter()
+            train(data, config, Path(tmp) / "model")
+            total = time.perf_counter() - start
+            history = training_history(Path(tmp) / "model")
+    finally:
+        objective_log.removeHandler(searches)
+        objective_log.setLevel(level)
     load.append(load_average())
     sampling = config.sampling
     refreshes = [e for e in range(len(history))
