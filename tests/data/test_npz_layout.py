@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from data_strategies import assert_same_dataset, datasets
 from hypothesis import HealthCheck, given, settings
+from zip_damage import marked_encrypted
 
 from xdex.data import Catalogue, DataFormatError, Dataset, Split, load, save, validate
 
@@ -104,6 +105,7 @@ def problems(folder) -> list[str]:
         ("Y.trn.npz", b"1 2\n0:1\n", None, "not a .npz file (a zip of numpy arrays"),
         ("Y.trn.npz", b"", None, "the file is empty"),
         ("Y.trn.npz", b"PK\x03\x04 cut short", None, "cannot be read as a .npz file"),
+        ("Y.trn.npz", marked_encrypted(npz_bytes(sp.csr_matrix((3, 3)))), None, "cannot be read as a .npz file"),
         ("Y.trn.npz", raw_npz(format=np.array(["csr"], dtype=object)), None,
          "Object arrays cannot be loaded when allow_pickle=False"),
         ("Y.trn.npz", raw_npz(y=np.ones(3)), None, "no 'format' array: not a sparse matrix"),

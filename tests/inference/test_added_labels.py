@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zip_damage import marked_encrypted
 
 from xdex.encoders import BagOfEmbeddings
 from xdex.index import ExactIndex
@@ -223,6 +224,10 @@ def test_file_round_trip_and_checks(tmp_path):
     write_added(tmp_path, [], [], np.zeros((0, 2), np.float32), "de", 3, owner)  # no labels: no file
     assert not (tmp_path / ADDED_LABELS).exists() and read_added(tmp_path, trained, owner, "de", 2) is None
     (tmp_path / ADDED_LABELS).write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(ValueError, match="not a readable file of added labels"):
+        read_added(tmp_path, trained, owner, "de", 2)
+    write_added(tmp_path, ["n1"], ["new one"], vectors[:1], "de", 3, owner)
+    (tmp_path / ADDED_LABELS).write_bytes(marked_encrypted((tmp_path / ADDED_LABELS).read_bytes()))
     with pytest.raises(ValueError, match="not a readable file of added labels"):
         read_added(tmp_path, trained, owner, "de", 2)
 

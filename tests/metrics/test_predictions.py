@@ -3,6 +3,7 @@ import gzip
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from zip_damage import marked_encrypted
 
 from xdex.data.errors import DataFormatError
 from xdex.metrics import Ranking, read_predictions, write_predictions, write_score_matrix
@@ -134,6 +135,9 @@ def test_npz_problems(tmp_path):
     sp.save_npz(path, sp.csr_matrix(([1.0, 2.0, 3.0], [4, 1, 4], [0, 0, 3, 3]), shape=(3, 5)))
     assert problems_of(path) == [f"{path}: row 1 stores label 4 twice"]
     path.write_bytes(b"not a zip file")
+    assert problems_of(path)[0].startswith(f"{path}: not a scipy sparse .npz score matrix")
+    write_score_matrix(path, sp.csr_matrix((3, 5)))
+    path.write_bytes(marked_encrypted(path.read_bytes()))  # zipfile raises RuntimeError: a password is required
     assert problems_of(path)[0].startswith(f"{path}: not a scipy sparse .npz score matrix")
 
 

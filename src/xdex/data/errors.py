@@ -8,8 +8,17 @@ loading raises a single :class:`DataFormatError` that names the first ones.
 from __future__ import annotations
 
 import math
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+UNREADABLE_NPZ: tuple[type[Exception], ...] = (
+    ValueError, TypeError, KeyError, IndexError, OSError, EOFError, NotImplementedError, RuntimeError, zlib.error,
+    zipfile.BadZipFile, zipfile.LargeZipFile)
+"""What numpy's and scipy's ``.npz`` readers let through for a damaged or foreign file, to be reported as a problem
+of that file: zipfile's errors (among them ``RuntimeError`` for a member marked encrypted and
+``NotImplementedError`` for an unknown compression), zlib's for a broken stream, numpy's for a bad array header."""
 
 
 @dataclass(frozen=True)

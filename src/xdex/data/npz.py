@@ -18,7 +18,6 @@ zeros and repeated coo entries; both are problems here).
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.data.dataset import Catalogue, Dataset, Split
-from xdex.data.errors import ProblemLog
+from xdex.data.errors import UNREADABLE_NPZ, ProblemLog
 from xdex.data.filters import FILTER_FILES, format_filter, read_filters
 from xdex.data.folders import pick_file
 from xdex.data.sparse import Rows, to_csr
@@ -156,7 +155,7 @@ def _load_arrays(path: Path, log: ProblemLog) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+    except UNREADABLE_NPZ as e:
         log.add(path, None, f"cannot be read as a .npz file ({e})")
         return None
     others = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]

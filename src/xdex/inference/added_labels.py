@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from xdex.atomic import atomic_path
+from xdex.data.errors import UNREADABLE_NPZ
 
 ADDED_LABELS = "added_labels.npz"
 KEY_PREFIX = "added-"
@@ -192,7 +192,7 @@ def _read_file(path: Path, vectors: bool = True) -> tuple[dict, np.ndarray | Non
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(data["labels"].tobytes().decode("utf-8"))
             array = data["vectors"] if vectors else None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:
+    except UNREADABLE_NPZ as e:
         raise ValueError(f"{path}: not a readable file of added labels ({type(e).__name__}: {e})") from None
     fields = {"keys", "texts", "n_trained", "search", "model"}
     if not isinstance(header, dict) or not fields <= header.keys():

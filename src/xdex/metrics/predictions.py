@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xdex.atomic import atomic_path
-from xdex.data.errors import DataFormatError, Problem, ProblemLog
+from xdex.data.errors import UNREADABLE_NPZ, DataFormatError, Problem, ProblemLog
 from xdex.jsonfile import beyond_float, cut, parse_json_line
 from xdex.metrics.ranking import Ranking, top_k
 from xdex.sparse import SparseMatrix
@@ -200,8 +199,7 @@ def _shown(value: object) -> str:
 def _read_npz(path: Path, n_rows: int, n_labels: int) -> sp.csr_matrix:
     try:
         matrix = sp.csr_matrix(sp.load_npz(path))
-    except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, NotImplementedError, zlib.error,
-            zipfile.BadZipFile) as e:
+    except UNREADABLE_NPZ as e:
         raise DataFormatError([Problem(str(path), None, f"not a scipy sparse .npz score matrix ({e})")]) from None
     problem = None
     if matrix.shape != (n_rows, n_labels):

@@ -82,6 +82,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from xdex.atomic import atomic_write_bytes
+from xdex.data.errors import UNREADABLE_NPZ
 from xdex.jsonfile import read_json, write_json
 
 logger = logging.getLogger(__name__)
@@ -815,7 +816,7 @@ def _read_npz(path: Path, name: str) -> np.ndarray:
     try:
         with np.load(path, allow_pickle=False) as data:
             array = np.asarray(data[name], dtype=np.float64)
-    except (OSError, ValueError, KeyError) as e:
+    except UNREADABLE_NPZ as e:
         raise ValueError(f"{path}: not a numpy .npz holding {name!r} ({e})") from None
     if array.ndim != 1 or not np.isfinite(array).all():
         raise ValueError(f"{path}: {name} must be a vector of finite numbers")
