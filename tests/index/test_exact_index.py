@@ -12,7 +12,7 @@ from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
 from xdex.index import ExactIndex, Index
-from xdex.index.exact import top_k_few
+from xdex.index.exact import _merge_top_k, exact_search
 
 
 def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,13 +41,24 @@ def test_cosine_by_hand():
     np.testing.assert_allclose(scores, [[0.8, 0.0, -1.0]], atol=1e-6)
 
 
-@pytest.mark.parametrize("k", [1, 3, 8, 40, 50])
-def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k):
+def merged_top_k(scores: np.ndarray, k: int, split: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best of ``scores``, merged in by the compiled pass as two blocks: columns before ``split``,
+    then the rest (numbered from ``split``), as :func:`exact_search` merges its item blocks."""
+    top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
+    sizes = np.zeros(len(scores), np.int64)
+    for first, block in ((0, scores[:, :split]), (split, scores[:, split:])):
+        _merge_top_k(np.ascontiguousarray(block), first, top_scores, top_columns, sizes)
+    return top_scores, top_columns
+
+
+@pytest.mark.parametrize("split", [0, 17, 40])
+@pytest.mark.parametrize("k", [1, 3, 8, 40])
+def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k, split):
     rng = np.random.default_rng(k)
     scores = rng.integers(-3, 4, (12, 40)).astype(np.float32)  # many ties, at the cut too
     scores[0] = 1.0  # one row all tied
     scores[1, :5] = -np.inf
-    values, columns = top_k_few(scores, k)
+    values, columns = merged_top_k(scores, k, split)
     order = np.lexsort((np.broadcast_to(np.arange(40), scores.shape), -scores), axis=1)[:, :k]  # score, column
     np.testing.assert_array_equal(columns, order)
     np.testing.assert_array_equal(values, np.take_along_axis(scores, order, axis=1))
@@ -55,10 +66,6 @@ def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k):
 
 
 def test_no_best_asked_gives_empty_rows():
-    from xdex.index.exact import exact_search
-
-    values, columns = top_k_few(np.ones((2, 5), np.float32), 0)
-    assert values.shape == columns.shape == (2, 0)
     scores, rows = exact_search(np.ones((4, 3), np.float32), np.ones((2, 3), np.float32), 0)
     assert scores.shape == rows.shape == (2, 0)
     with pytest.raises(ValueError, match="k must be between 0 and the 4 items, got 5"):
@@ -66,7 +73,7 @@ def test_no_best_asked_gives_empty_rows():
 
 
 def test_one_pass_top_k_by_hand():
-    values, columns = top_k_few(np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]], np.float32), 2)
+    values, columns = merged_top_k(np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [5.0, 4.0, 4.0, 4.0, 0.0]], np.float32), 2, 2)
     assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]]
     assert columns.tolist() == [[1, 2], [0, 1]]
 

@@ -43,17 +43,6 @@ def blas_threads(threads: int) -> Iterator[None]:
             yield
 
 
-def top_k_few(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest scores of each row of a float32 array and their columns (all of them where a row is
-    shorter), best first, ties to the lower column: one compiled pass over each row (:func:`_merge_top_k`)."""
-    scores = np.ascontiguousarray(scores, np.float32)
-    k = min(k, scores.shape[1])
-    top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
-    if k > 0:
-        _merge_top_k(scores, 0, top_scores, top_columns, np.zeros(len(scores), np.int64))
-    return top_scores, top_columns
-
-
 @numba.njit(cache=True, nogil=True)
 def _merge_top_k(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
                  sizes: np.ndarray) -> None:
