@@ -3,7 +3,6 @@ import torch
 import torch.nn.functional as F
 
 from xdex.encoders import Transformer, load_encoder
-from xdex.encoders.transformer import cpu_has_bf16
 from xdex.text import Tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -135,16 +134,3 @@ def test_embedding_passes_pad_each_length_sorted_batch_to_its_longest_text(model
     assert widths == [4, 5, 10]  # lengths sorted: 3 4 | 4 5 | 6 10, not 48
     one_by_one = torch.cat([encoder.embed(tokens[[i]]) for i in range(len(texts))])
     assert torch.allclose(out, one_by_one, atol=1e-5)  # rows come back in the input order, padding ignored
-
-
-def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
-    assert cpu_has_bf16() is True
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    assert cpu_has_bf16() is False
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
-    assert cpu_has_bf16() is True
-    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
-    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
-    assert cpu_has_bf16() is False

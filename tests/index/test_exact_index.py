@@ -6,13 +6,14 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
-from xdex.index import ExactIndex, Index
-from xdex.index.exact import _merge_top_k, exact_search
+from xdex.index import ExactIndex, Index, exact
+from xdex.index.exact import _bf16_error_bound, _merge_top_k, exact_search
 
 
 def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -304,3 +305,100 @@ def test_a_deeply_nested_index_description_is_named(tmp_path):
     (tmp_path / "idx" / "index.json").write_text("[" * 100_000)
     with pytest.raises(DataFormatError, match=r"index\.json: not valid JSON \(nested too deeply\)"):
         ExactIndex.load(tmp_path / "idx")
+
+
+# --- the certified bf16 shortcut --------------------------------------------------------------------------------
+
+
+def test_bf16_error_bound_holds_for_torch_bf16_products():
+    """The bound of :func:`_bf16_error_bound` against the error torch's bf16 products make, measured in float64
+    on vectors of every scale and on nearly aligned pairs, where Cauchy-Schwarz is tight."""
+    rng = np.random.default_rng(3)
+    dim = 64
+    items = rng.standard_normal((500, dim)) * rng.uniform(0.01, 10.0, (500, 1))
+    queries = rng.standard_normal((300, dim)) * rng.uniform(0.01, 10.0, (300, 1))
+    items[:300] = queries + 1e-3 * rng.standard_normal((300, dim))  # aligned pairs: the largest products
+    items, queries = items.astype(np.float32), queries.astype(np.float32)
+    approx = (torch.from_numpy(queries).bfloat16() @ torch.from_numpy(items).bfloat16().T).double().numpy()
+    error = np.abs(approx - queries.astype(np.float64) @ items.astype(np.float64).T)
+    bound = _bf16_error_bound(np.linalg.norm(queries, axis=1), float(np.linalg.norm(items, axis=1).max()), dim)
+    assert (error <= bound[:, None]).all()
+    assert bound.max() < 0.02 * float(np.linalg.norm(queries, axis=1).max() * np.linalg.norm(items, axis=1).max())
+
+
+def test_bf16_shortcut_gives_the_float32_search():
+    rng = np.random.default_rng(4)
+    items = rng.standard_normal((3000, 16)).astype(np.float32)
+    queries = rng.standard_normal((300, 16)).astype(np.float32)
+    want = exact_search(items, queries, 10, chunk_queries=64, chunk_items=512, bf16=False)
+    got = exact_search(items, queries, 10, chunk_queries=64, chunk_items=512, bf16=True)
+    assert_same_ranking(got[1], got[0], want[1], want[0])
+    assert got[0].dtype == np.float32 and got[1].dtype == np.int64
+
+
+def test_bf16_shortcut_searches_again_where_it_cannot_certify(monkeypatch):
+    """Ties at the cut (integer scores) and a margin too small to certify: those queries are searched again in
+    float32, so the ranking is the float32 search's to the bit, ties to the lower row."""
+    rng = np.random.default_rng(5)
+    items = rng.integers(-2, 3, (400, 6)).astype(np.float32)
+    queries = rng.integers(-2, 3, (200, 6)).astype(np.float32)
+    monkeypatch.setattr(exact, "BF16_MARGIN", 3)
+    searched_again = []
+    blocked = exact._blocked_top_k
+    monkeypatch.setattr(exact, "_blocked_top_k", lambda items, queries, *a, bf16: (
+        searched_again.append(len(queries)) if not bf16 else None, blocked(items, queries, *a, bf16=bf16))[1])
+    scores, rows = exact_search(items, queries, 7, chunk_queries=50, chunk_items=64, bf16=True)
+    want_scores, want_rows = brute_force(items, np.arange(400), queries, 7)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(scores, want_scores)
+    assert searched_again and 0 < searched_again[0] <= len(queries)
+
+
+def test_bf16_shortcut_taken_only_for_many_queries_on_a_cpu_with_bf16(monkeypatch):
+    taken = []
+    shortlists = exact._bf16_shortlists
+    monkeypatch.setattr(exact, "_bf16_shortlists", lambda *a: (taken.append(len(a[1])), shortlists(*a))[1])
+    rng = np.random.default_rng(6)
+    items = rng.standard_normal((2000, 8)).astype(np.float32)
+    many = rng.standard_normal((exact.BF16_FROM_QUERIES, 8)).astype(np.float32)
+    monkeypatch.setattr(exact, "_BF16", True)
+    exact_search(items, many, 5)
+    exact_search(items, many[:-1], 5)  # too few queries
+    exact_search(items[: 4 * (5 + exact.BF16_MARGIN) - 1], many, 5)  # too few items
+    monkeypatch.setattr(exact, "_BF16", False)
+    exact_search(items, many, 5)  # no bf16 instructions
+    assert taken == [len(many)]
+
+
+def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_values():
+    rng = np.random.default_rng(7)
+    widened = torch.from_numpy(rng.standard_normal((5, 300)).astype(np.float32)).bfloat16()
+    widened[0, 100:] = widened[0, 7]  # ties
+    bits = np.ascontiguousarray(widened.view(torch.int16).numpy())
+    values = np.ascontiguousarray(widened.float().numpy())
+    merged = []
+    for merge, block in ((exact._merge_top_k_bf16, bits), (_merge_top_k, values)):
+        top_scores, top_columns, sizes = np.empty((5, 9), np.float32), np.empty((5, 9), np.int64), np.zeros(5, np.int64)
+        merge(block, 10, top_scores, top_columns, sizes)
+        merged.append((top_scores, top_columns))
+    np.testing.assert_array_equal(merged[0][0], merged[1][0])
+    np.testing.assert_array_equal(merged[0][1], merged[1][1])
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_blocks_merged_on_two_threads_as_on_one(bf16):
+    rng = np.random.default_rng(8)
+    items = rng.integers(-3, 4, (700, 5)).astype(np.float32)
+    queries = rng.integers(-3, 4, (260, 5)).astype(np.float32)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            results.append(exact_search(items, queries, 6, chunk_queries=200, chunk_items=100, bf16=bf16))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(results[0], results[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    want_scores, want_rows = brute_force(items, np.arange(700), queries, 6)
+    np.testing.assert_array_equal(results[1][1], want_rows)

@@ -48,7 +48,8 @@ from xdex.encoders.bag import WEIGHTINGS, BagOfEmbeddings, idf_weights
 from xdex.encoders.base import Encoder, read_config
 from xdex.encoders.pretrained import read_embedding_matrix
 from xdex.encoders.static import STATIC_DIMS, cached_static_vectors
-from xdex.encoders.transformer import Transformer, cpu_has_bf16
+from xdex.encoders.transformer import Transformer
+from xdex.hardware import cpu_has_bf16
 from xdex.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)

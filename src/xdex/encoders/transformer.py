@@ -9,8 +9,8 @@ Pooling (as in sentence-transformers, which trained all-MiniLM-L6-v2 with mean p
 With ``bf16=True`` the forward pass runs under ``torch.autocast(dtype=torch.bfloat16)`` (weights stay
 float32); on CPUs with AVX-512 BF16 a training step takes 0.55-0.6 times the time of float32, and
 all-MiniLM-L6-v2 embeddings stay at cosine >= 0.9999 to float32 (docs/benchmarks.md, "Transformer training step
-on the CPU"). :func:`cpu_has_bf16` tells whether the CPU computes bf16 natively; without it, torch emulates
-bf16, which is commonly slower than float32 (not measured here).
+on the CPU"). :func:`xdex.hardware.cpu_has_bf16` tells whether the CPU computes bf16 natively; without it, torch
+emulates bf16, which is commonly slower than float32 (not measured here).
 With ``bf16=False`` an autocast region opened by the caller still applies.
 Needs the optional ``transformers`` package; nothing is ever downloaded.
 """
@@ -65,17 +65,6 @@ def _load_model(model_dir: Path) -> PreTrainedModel:
             return AutoModel.from_pretrained(str(model_dir), local_files_only=True, dtype=torch.float32)
     except (OSError, ValueError) as e:
         raise ValueError(f"{model_dir}: cannot load the model ({e})") from None
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has bf16 instructions (AVX-512 BF16 or AMX), which make bf16 autocast faster than float32.
-
-    Asks torch's own CPU probes (``torch.cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported``); False
-    where a torch release lacks them. ``torch.backends.cpu.get_cpu_capability()`` says ``AVX512`` with or
-    without BF16, so it cannot tell.
-    """
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
 class Transformer(Encoder):

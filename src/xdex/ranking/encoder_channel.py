@@ -139,7 +139,8 @@ def sentence_encoder(name: str) -> PackagedModel:
 
 def build_encoder(name: str) -> Encoder:
     """The packaged transformer ``name`` with mean pooling, bf16 where the CPU computes in it."""
-    from xdex.encoders.transformer import Transformer, cpu_has_bf16  # transformers loads only when it is used
+    from xdex.encoders.transformer import Transformer  # transformers loads only when it is used
+    from xdex.hardware import cpu_has_bf16
 
     encoder = Transformer(model_dir(sentence_encoder(name)), pooling="mean", max_length=MAX_LENGTH,
                           bf16=cpu_has_bf16())
