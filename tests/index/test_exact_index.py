@@ -386,7 +386,7 @@ def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_valu
 
 
 @pytest.mark.parametrize("bf16", [False, True])
-def test_blocks_merged_on_two_threads_as_on_one(bf16):
+def test_two_threads_search_as_one(bf16):
     rng = np.random.default_rng(8)
     items = rng.integers(-3, 4, (700, 5)).astype(np.float32)
     queries = rng.integers(-3, 4, (260, 5)).astype(np.float32)

@@ -19,7 +19,6 @@ import operator
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -135,45 +134,25 @@ def _bf16_error_bound(query_norms: np.ndarray, item_norm: float, dim: int) -> np
     return (relative * query_norms * item_norm + dim * 2.0**-100).astype(np.float64)
 
 
-def _merge_block(merge: Any, scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
-                 sizes: np.ndarray, pool: ThreadPoolExecutor | None, threads: int) -> None:
-    """``merge`` (a compiled merge that leaves Python's lock) over the block's rows, split between ``threads``
-    threads of the pool where there is one."""
-    if pool is None:
-        merge(scores, offset, top_scores, top_columns, sizes)
-        return
-    parts = np.array_split(np.arange(len(scores)), threads)
-    done = [pool.submit(merge, scores[p[0] : p[-1] + 1], offset, top_scores[p[0] : p[-1] + 1],
-                        top_columns[p[0] : p[-1] + 1], sizes[p[0] : p[-1] + 1]) for p in parts if len(p)]
-    for future in done:
-        future.result()
-
-
 def _blocked_top_k(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int, chunk_items: int,
                    threads: int, bf16: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The top-``k`` of each query, block by block: float32 products (numpy's) or bf16 products (torch's), each
-    block merged into the best so far, its rows split between ``threads`` threads."""
+    """The top-``k`` of each query, block by block: float32 products (numpy's) or bf16 products (torch's) on
+    ``threads`` threads, each block merged into the best so far."""
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
     merge = _merge_top_k_bf16 if bf16 else _merge_top_k
-    pool = ThreadPoolExecutor(threads) if threads > 1 and len(queries) >= 64 * threads else None
-    try:
-        with blas_threads(threads) if len(queries) > 1 else contextlib.nullcontext():
-            for q0 in range(0, len(queries), chunk_queries):
-                q = queries[q0 : q0 + chunk_queries]
-                q_bf16 = torch.from_numpy(q).bfloat16() if bf16 else None
-                sizes = np.zeros(len(q), np.int64)
-                for i0 in range(0, len(items), chunk_items):
-                    block = np.ascontiguousarray(items[i0 : i0 + chunk_items], dtype=np.float32)
-                    if q_bf16 is not None:
-                        block_scores = (q_bf16 @ torch.from_numpy(block).bfloat16().T).view(torch.int16).numpy()
-                    else:  # a served text: a compiled pass, faster than a BLAS product of one row
-                        block_scores = _row_products(block, q) if len(q) == 1 else q @ block.T
-                    _merge_block(merge, block_scores, i0, scores[q0 : q0 + len(q)], rows[q0 : q0 + len(q)], sizes,
-                                 pool, threads)
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    with blas_threads(threads) if len(queries) > 1 else contextlib.nullcontext():
+        for q0 in range(0, len(queries), chunk_queries):
+            q = queries[q0 : q0 + chunk_queries]
+            q_bf16 = torch.from_numpy(q).bfloat16() if bf16 else None
+            sizes = np.zeros(len(q), np.int64)
+            for i0 in range(0, len(items), chunk_items):
+                block = np.ascontiguousarray(items[i0 : i0 + chunk_items], dtype=np.float32)
+                if q_bf16 is not None:
+                    block_scores = (q_bf16 @ torch.from_numpy(block).bfloat16().T).view(torch.int16).numpy()
+                else:  # a served text: a compiled pass, faster than a BLAS product of one row
+                    block_scores = _row_products(block, q) if len(q) == 1 else q @ block.T
+                merge(block_scores, i0, scores[q0 : q0 + len(q)], rows[q0 : q0 + len(q)], sizes)
     return scores, rows
 
 
