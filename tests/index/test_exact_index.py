@@ -13,7 +13,8 @@ from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
 from xdex.index import ExactIndex, Index, exact
-from xdex.index.exact import _bf16_error_bound, _merge_top_k, exact_search
+from xdex.index.exact import _bf16_error_bound, exact_search
+from xdex.index.kernels import merge_top_k, merge_top_k_bf16
 
 
 def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +49,7 @@ def merged_top_k(scores: np.ndarray, k: int, split: int) -> tuple[np.ndarray, np
     top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
     sizes = np.zeros(len(scores), np.int64)
     for first, block in ((0, scores[:, :split]), (split, scores[:, split:])):
-        _merge_top_k(np.ascontiguousarray(block), first, top_scores, top_columns, sizes)
+        merge_top_k(np.ascontiguousarray(block), first, top_scores, top_columns, sizes)
     return top_scores, top_columns
 
 
@@ -377,7 +378,7 @@ def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_valu
     bits = np.ascontiguousarray(widened.view(torch.int16).numpy())
     values = np.ascontiguousarray(widened.float().numpy())
     merged = []
-    for merge, block in ((exact._merge_top_k_bf16, bits), (_merge_top_k, values)):
+    for merge, block in ((merge_top_k_bf16, bits), (merge_top_k, values)):
         top_scores, top_columns, sizes = np.empty((5, 9), np.float32), np.empty((5, 9), np.int64), np.zeros(5, np.int64)
         merge(block, 10, top_scores, top_columns, sizes)
         merged.append((top_scores, top_columns))

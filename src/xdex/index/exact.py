@@ -22,13 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 import torch
 from threadpoolctl import ThreadpoolController
 
 from xdex.hardware import cpu_has_bf16
 from xdex.index.base import Index, Metric
+from xdex.index.kernels import candidate_products, merge_top_k, merge_top_k_bf16, row_products
+from xdex.index.quantized import Int8Codes, int8_search
 from xdex.index.storage import load_array, save_array, write_meta
 
 CHUNK_QUERIES = 1024
@@ -36,6 +37,7 @@ CHUNK_ITEMS = 8192
 BF16_FROM_QUERIES = 256  # fewer queries than this: rounding the items to bf16 costs more than it saves
 BF16_MARGIN = 64  # candidates beyond k kept by the bf16 pass (the certificate failed for 0-2% of queries)
 BF16_UNIT_ROUNDOFF = 2.0**-8  # bf16 keeps 8 significant bits
+INT8_FROM_ITEMS = 32768  # below, one query's float32 scan reads 32 MB or less, mostly from the caches
 
 
 _BLAS: ThreadpoolController | None = None  # found at the first search: it looks through the loaded libraries
@@ -51,76 +53,6 @@ def blas_threads(threads: int) -> Iterator[None]:
             _BLAS = ThreadpoolController()
         with _BLAS.limit(limits=threads, user_api="blas"):
             yield
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray, size: int) -> int:
-    """Merge one row of scores (its columns numbered from ``offset``) into that row's best so far, in place: the
-    ``size`` entries of ``top_scores`` / ``top_columns``, score descending; returns the new size. The columns are
-    scanned in order and an entry takes a place only from a strictly lower score, so among equal scores the lower
-    column stays first, within a block and, as blocks come in column order, across them. Once the row holds k
-    entries most scores cost one comparison with its k-th."""
-    k = len(top_scores)
-    for j in range(len(scores)):
-        s = scores[j]
-        if size == k and not s > top_scores[k - 1]:
-            continue
-        at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
-        while at > 0 and top_scores[at - 1] < s:
-            top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
-            at -= 1
-        top_scores[at], top_columns[at] = s, j + offset
-        size = min(size + 1, k)
-    return size
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_top_k(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
-                 sizes: np.ndarray) -> None:
-    """:func:`_merge_row` for every row of a block of float32 scores; ``sizes`` holds each row's count."""
-    for i in range(scores.shape[0]):
-        sizes[i] = _merge_row(scores[i], offset, top_scores[i], top_columns[i], sizes[i])
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
-                      sizes: np.ndarray) -> None:
-    """:func:`_merge_top_k` for bf16 scores given as their bit patterns (int16): each row is widened to float32
-    (exactly: bf16 is float32's upper half) in a buffer the size of a row, then merged."""
-    widened = np.empty(bits.shape[1], np.uint32)
-    row = widened.view(np.float32)
-    for i in range(bits.shape[0]):
-        for j in range(bits.shape[1]):
-            widened[j] = np.uint32(np.uint16(bits[i, j])) << np.uint32(16)
-        sizes[i] = _merge_row(row, offset, top_scores[i], top_columns[i], sizes[i])
-
-
-@numba.njit(cache=True, nogil=True, fastmath=True)
-def _row_products(items: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``queries @ items.T`` (float32), one item row at a time; the sums in another order than a BLAS product
-    (the scores may differ in the last bits)."""
-    out = np.empty((queries.shape[0], items.shape[0]), np.float32)
-    for i in range(items.shape[0]):
-        for r in range(queries.shape[0]):
-            total = np.float32(0.0)
-            for j in range(items.shape[1]):
-                total += items[i, j] * queries[r, j]
-            out[r, i] = total
-    return out
-
-
-@numba.njit(cache=True, nogil=True, fastmath=True)
-def _candidate_products(items: np.ndarray, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``out[i, c] = <queries[i], items[rows[i, c]]>`` in float32 (the sums in another order than a BLAS
-    product: the scores may differ in the last bits)."""
-    out = np.empty(rows.shape, np.float32)
-    for i in range(rows.shape[0]):
-        for c in range(rows.shape[1]):
-            total = np.float32(0.0)
-            for j in range(items.shape[1]):
-                total += items[rows[i, c], j] * queries[i, j]
-            out[i, c] = total
-    return out
 
 
 def _bf16_error_bound(query_norms: np.ndarray, item_norm: float, dim: int) -> np.ndarray:
@@ -140,7 +72,7 @@ def _blocked_top_k(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries
     ``threads`` threads, each block merged into the best so far."""
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
-    merge = _merge_top_k_bf16 if bf16 else _merge_top_k
+    merge = merge_top_k_bf16 if bf16 else merge_top_k
     with blas_threads(threads) if len(queries) > 1 else contextlib.nullcontext():
         for q0 in range(0, len(queries), chunk_queries):
             q = queries[q0 : q0 + chunk_queries]
@@ -151,7 +83,7 @@ def _blocked_top_k(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries
                 if q_bf16 is not None:
                     block_scores = (q_bf16 @ torch.from_numpy(block).bfloat16().T).view(torch.int16).numpy()
                 else:  # a served text: a compiled pass, faster than a BLAS product of one row
-                    block_scores = _row_products(block, q) if len(q) == 1 else q @ block.T
+                    block_scores = row_products(block, q) if len(q) == 1 else q @ block.T
                 merge(block_scores, i0, scores[q0 : q0 + len(q)], rows[q0 : q0 + len(q)], sizes)
     return scores, rows
 
@@ -165,7 +97,7 @@ def _bf16_shortlists(items: np.ndarray, queries: np.ndarray, k: int, chunk_queri
     have entered the top-``k``."""
     wide = k + BF16_MARGIN
     bf16_scores, candidates = _blocked_top_k(items, queries, wide, chunk_queries, chunk_items, threads, bf16=True)
-    exact = _candidate_products(items, queries, candidates)
+    exact = candidate_products(items, queries, candidates)
     order = np.lexsort((candidates, -exact), axis=-1)[:, :k]
     scores, rows = np.take_along_axis(exact, order, axis=1), np.take_along_axis(candidates, order, axis=1)
     item_norm = max(float(np.linalg.norm(items[i0 : i0 + chunk_items], axis=1).max())
@@ -185,7 +117,7 @@ def exact_search(
     Queries go in chunks of ``chunk_queries`` and items in blocks of ``chunk_items``, so the
     extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
     block by block. Each block's scores are merged into the best so far in one compiled pass
-    (:func:`_merge_top_k`). ``k`` must not exceed ``len(items)``. ``bf16`` takes the certified bf16 shortcut
+    (:func:`merge_top_k`). ``k`` must not exceed ``len(items)``. ``bf16`` takes the certified bf16 shortcut
     (:func:`_bf16_shortlists`; the same result): by default for at least ``BF16_FROM_QUERIES`` queries on a CPU
     with bf16 instructions, over at least four times ``k + BF16_MARGIN`` items.
     """
@@ -224,6 +156,9 @@ class ExactIndex(Index):
     Vectors added in several calls are joined (and ordered by id) once, at the next search
     or save, so adding in many small batches costs no repeated copies. Searches may run from
     several threads at once (the join is done by one of them); adding while searching is not safe.
+    From ``INT8_FROM_ITEMS`` vectors on, a single query is searched through int8 codes of the vectors
+    (:mod:`xdex.index.quantized`: the same result, a quarter of the bytes read), made at its first such search
+    and kept in memory (a quarter of the vectors' size).
     """
 
     kind = "exact"
@@ -239,6 +174,7 @@ class ExactIndex(Index):
         self.chunk_items = operator.index(chunk_items)
         self._stored = np.empty((0, dim), dtype=np.float32)  # rows ordered by id, matching sorted ids
         self._pending: list[np.ndarray] = []  # vectors added since, their ids at the end of self._ids
+        self._int8: Int8Codes | None = None  # of self._stored, made at the first single-query search
         self._join_lock = threading.Lock()
 
     @property
@@ -270,7 +206,15 @@ class ExactIndex(Index):
                 self._stored = vectors if (np.diff(self._ids) > 0).all() else vectors[order]
                 self._ids = self._ids[order]
                 self._pending = []
+                self._int8 = None
             return self._stored, self._ids
+
+    def _codes(self) -> Int8Codes:
+        """The int8 codes of the joined vectors, made once (by one of the threads that ask)."""
+        with self._join_lock:
+            if self._int8 is None:
+                self._int8 = Int8Codes.of(self._stored)
+            return self._int8
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = self._vectors(queries, "queries")
@@ -278,7 +222,10 @@ class ExactIndex(Index):
         vectors, ids = self._consolidated()
         scores, out_ids = self._padded(len(q), k)
         found = min(k, len(ids))
-        if found and len(q):
+        if found and len(q) == 1 and len(ids) >= INT8_FROM_ITEMS:
+            scores[0, :found], rows = int8_search(vectors, self._codes(), q[0], found, torch.get_num_threads())
+            out_ids[0, :found] = ids[rows]
+        elif found and len(q):
             scores[:, :found], rows = exact_search(vectors, q, found, self.chunk_queries, self.chunk_items)
             out_ids[:, :found] = ids[rows]
         return scores, out_ids

@@ -1,0 +1,76 @@
+"""The compiled loops of the exact searches: one row's top-k merged in a pass, and small products."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray, size: int) -> int:
+    """Merge one row of scores (its columns numbered from ``offset``) into that row's best so far, in place: the
+    ``size`` entries of ``top_scores`` / ``top_columns``, score descending; returns the new size. The columns are
+    scanned in order and an entry takes a place only from a strictly lower score, so among equal scores the lower
+    column stays first, within a block and, as blocks come in column order, across them. Once the row holds k
+    entries most scores cost one comparison with its k-th."""
+    k = len(top_scores)
+    for j in range(len(scores)):
+        s = scores[j]
+        if size == k and not s > top_scores[k - 1]:
+            continue
+        at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
+        while at > 0 and top_scores[at - 1] < s:
+            top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
+            at -= 1
+        top_scores[at], top_columns[at] = s, j + offset
+        size = min(size + 1, k)
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_top_k(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
+                 sizes: np.ndarray) -> None:
+    """:func:`merge_row` for every row of a block of float32 scores; ``sizes`` holds each row's count."""
+    for i in range(scores.shape[0]):
+        sizes[i] = merge_row(scores[i], offset, top_scores[i], top_columns[i], sizes[i])
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
+                      sizes: np.ndarray) -> None:
+    """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16): each row is widened to float32
+    (exactly: bf16 is float32's upper half) in a buffer the size of a row, then merged."""
+    widened = np.empty(bits.shape[1], np.uint32)
+    row = widened.view(np.float32)
+    for i in range(bits.shape[0]):
+        for j in range(bits.shape[1]):
+            widened[j] = np.uint32(np.uint16(bits[i, j])) << np.uint32(16)
+        sizes[i] = merge_row(row, offset, top_scores[i], top_columns[i], sizes[i])
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def row_products(items: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``queries @ items.T`` (float32), one item row at a time; the sums in another order than a BLAS product
+    (the scores may differ in the last bits)."""
+    out = np.empty((queries.shape[0], items.shape[0]), np.float32)
+    for i in range(items.shape[0]):
+        for r in range(queries.shape[0]):
+            total = np.float32(0.0)
+            for j in range(items.shape[1]):
+                total += items[i, j] * queries[r, j]
+            out[r, i] = total
+    return out
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def candidate_products(items: np.ndarray, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``out[i, c] = <queries[i], items[rows[i, c]]>`` in float32 (the sums in another order than a BLAS
+    product: the scores may differ in the last bits)."""
+    out = np.empty(rows.shape, np.float32)
+    for i in range(rows.shape[0]):
+        for c in range(rows.shape[1]):
+            total = np.float32(0.0)
+            for j in range(items.shape[1]):
+                total += items[rows[i, c], j] * queries[i, j]
+            out[i, c] = total
+    return out

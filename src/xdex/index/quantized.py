@@ -1,0 +1,123 @@
+"""Exact search of one query through int8 codes: a quarter of the bytes read, then the few candidates rescored.
+
+One query's exact search reads every item vector once and does one multiply-add per 4 bytes, so it runs at the
+rate the machine reads memory (docs/benchmarks.md, "Prediction at 10^5 and 10^6 labels"). Each item is kept
+again as int8 codes with a scale of its own, ``x ~ scale * codes`` (``scale = max |x_j| / 127``), a quarter of
+float32's bytes; the approximate scores ``scale * <codes, q>`` are off by at most
+
+    b = max(scale) * ||q||_1 * (1/2 + 127 gamma_d) + 2 gamma_d ||q||_2 max ||x||_2,    gamma_d ~ d 2^-24
+
+(half a code step per component, and float32's sums). The items of the true top-k (float32 scores) all score
+at least ``s_k - 2 b`` approximately, where ``s_k`` is the k-th best approximate score: those candidates are
+scored again in float32 and ordered as :func:`xdex.index.exact.exact_search` orders (ties to the lower row), so
+the result is the float32 search's, whatever the data. Written here because the index libraries' int8 indexes
+(faiss's scalar quantizer) return approximate scores and rankings.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from xdex.index.kernels import merge_row, row_products
+
+CODE_MAX = 127
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode(vectors: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> None:
+    """Each row's int8 codes and scale (``max |x_j| / 127``; 0 for a zero row), rounded to nearest."""
+    for i in range(vectors.shape[0]):
+        largest = np.float32(0.0)
+        for j in range(vectors.shape[1]):
+            largest = max(largest, abs(vectors[i, j]))
+        scale = largest / np.float32(CODE_MAX)
+        scales[i] = scale
+        for j in range(vectors.shape[1]):
+            codes[i, j] = np.int8(round(vectors[i, j] / scale)) if scale > 0 else np.int8(0)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _approximate_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = scales[i] * <codes[i], query>`` in float32."""
+    for i in range(codes.shape[0]):
+        total = np.float32(0.0)
+        for j in range(codes.shape[1]):
+            total += np.float32(codes[i, j]) * query[j]
+        out[i] = total * scales[i]
+
+
+@dataclass(frozen=True)
+class Int8Codes:
+    """Items as int8 codes and per-item scales, with what the error bound needs of them."""
+
+    codes: np.ndarray  # int8 [n, d]
+    scales: np.ndarray  # float32 [n]
+    largest_norm: float  # max ||x||_2 over the items
+
+    @classmethod
+    def of(cls, vectors: np.ndarray, chunk: int = 65536) -> Int8Codes:
+        codes = np.empty(vectors.shape, np.int8)
+        scales = np.empty(len(vectors), np.float32)
+        largest = 0.0
+        for start in range(0, len(vectors), chunk):  # memory-mapped vectors are read block by block
+            block = np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32)
+            _encode(block, codes[start : start + chunk], scales[start : start + chunk])
+            largest = max(largest, float(np.linalg.norm(block, axis=1).max()))
+        return cls(codes, scales, largest)
+
+    def error_bound(self, query: np.ndarray) -> float:
+        """``b`` of the module docstring: how far an approximate score may be from the float32 score."""
+        gamma = self.codes.shape[1] * 2.0**-24 / (1 - self.codes.shape[1] * 2.0**-24)
+        largest_scale = float(self.scales.max()) if len(self.scales) else 0.0
+        return (largest_scale * float(np.abs(query).sum()) * (0.5 + CODE_MAX * gamma)
+                + 2 * gamma * float(np.linalg.norm(query)) * self.largest_norm)
+
+
+_POOL: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
+_POOL_LOCK = threading.Lock()
+
+
+def _scan_pool(threads: int) -> ThreadPoolExecutor:
+    """A pool kept between searches for the scan's parts (threads are too dear to start per query)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[1] < threads:
+            _POOL = (ThreadPoolExecutor(threads, thread_name_prefix="xdex-scan"), threads)
+        return _POOL[0]
+
+
+def approximate_scores(coded: Int8Codes, query: np.ndarray, threads: int = 1) -> np.ndarray:
+    """Every item's approximate score, the items split between ``threads`` threads (the compiled scan leaves
+    Python's lock)."""
+    out = np.empty(len(coded.scales), np.float32)
+    parts = np.array_split(np.arange(len(out)), threads) if threads > 1 and len(out) >= 2 * 16384 else []
+    if not parts:
+        _approximate_scores(coded.codes, coded.scales, query, out)
+        return out
+    pool = _scan_pool(threads)
+    done = [pool.submit(_approximate_scores, coded.codes[p[0] : p[-1] + 1], coded.scales[p[0] : p[-1] + 1], query,
+                        out[p[0] : p[-1] + 1]) for p in parts]
+    for future in done:
+        future.result()
+    return out
+
+
+def int8_search(items: np.ndarray, coded: Int8Codes, query: np.ndarray, k: int,
+                threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The float32 exact top-``k`` of one ``query`` (shape ``[d]``) over ``items``, found through ``coded`` (the
+    same items as int8 codes): scores and rows, best first, ties to the lower row."""
+    if not 0 < k <= len(items):
+        raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
+    query = np.ascontiguousarray(query, dtype=np.float32)
+    approximate = approximate_scores(coded, query, threads)
+    best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
+    merge_row(approximate, 0, best, columns, 0)
+    candidates = np.flatnonzero(approximate >= best[-1] - 2 * coded.error_bound(query))
+    exact = row_products(np.ascontiguousarray(items[candidates], dtype=np.float32), query[None, :])[0]
+    order = np.lexsort((candidates, -exact))[:k]
+    return exact[order], candidates[order]

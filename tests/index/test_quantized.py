@@ -1,0 +1,103 @@
+"""Single-query exact search through int8 codes: the codes by hand, the error bound, and the float32 search's
+result whatever the data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ranking_asserts import assert_same_ranking
+
+from xdex.index import ExactIndex, exact
+from xdex.index.exact import exact_search
+from xdex.index.quantized import Int8Codes, approximate_scores, int8_search
+
+
+def brute_force(items: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    scores = items.astype(np.float64) @ query.astype(np.float64)
+    order = np.lexsort((np.arange(len(items)), -scores))[:k]
+    return scores[order], order
+
+
+def test_codes_by_hand():
+    coded = Int8Codes.of(np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], np.float32))
+    # scale = max |x_j| / 127; codes = x / scale rounded to nearest (63.5 -> 64, half to even; 31.75 -> 32)
+    np.testing.assert_allclose(coded.scales, [1 / 127, 0.0, 4 / 127], rtol=1e-6)
+    assert coded.codes.tolist() == [[64, -127, 32], [0, 0, 0], [95, 127, 0]]
+    assert coded.codes.dtype == np.int8 and coded.largest_norm == pytest.approx(5.0)
+
+
+def test_error_bound_holds_on_vectors_of_every_scale():
+    rng = np.random.default_rng(0)
+    items = (rng.standard_normal((2000, 48)) * rng.uniform(0.001, 100.0, (2000, 1))).astype(np.float32)
+    items[:10, 0] *= 1000  # one large component: coarse codes for the rest of the row
+    coded = Int8Codes.of(items, chunk=300)
+    for _ in range(20):
+        query = (rng.standard_normal(48) * rng.uniform(0.01, 10.0)).astype(np.float32)
+        error = np.abs(approximate_scores(coded, query) - items.astype(np.float64) @ query.astype(np.float64))
+        assert error.max() <= coded.error_bound(query)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_search_gives_the_float32_search(threads):
+    rng = np.random.default_rng(1)
+    items = rng.standard_normal((40_000, 8)).astype(np.float32)  # enough rows for the scan to be split
+    coded = Int8Codes.of(items)
+    for query in rng.standard_normal((5, 8)).astype(np.float32):
+        scores, rows = int8_search(items, coded, query, 25, threads)
+        want_scores, want_rows = exact_search(items, query[None, :], 25, bf16=False)
+        assert_same_ranking(rows[None, :], scores[None, :], want_rows, want_scores)
+        assert scores.dtype == np.float32 and rows.dtype == np.int64
+
+
+def test_int8_search_with_ties_everywhere_is_the_float32_search_to_the_bit():
+    rng = np.random.default_rng(2)
+    items = rng.integers(-2, 3, (3000, 5)).astype(np.float32)  # integer scores: many ties, exact sums
+    items[1000:1500] = items[7]  # 501 identical rows: all of them candidates
+    coded = Int8Codes.of(items)
+    for query in [items[7], *rng.integers(-2, 3, (5, 5)).astype(np.float32)]:
+        scores, rows = int8_search(items, coded, query, 30)
+        want_scores, want_rows = brute_force(items, query, 30)
+        np.testing.assert_array_equal(rows, want_rows)
+        np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_k_out_of_range_is_refused():
+    items = np.eye(3, dtype=np.float32)
+    with pytest.raises(ValueError, match="k must be between 1 and the 3 items"):
+        int8_search(items, Int8Codes.of(items), items[0], 4)
+
+
+def test_index_searches_one_query_through_codes_made_once_and_remade_after_an_add(monkeypatch):
+    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    rng = np.random.default_rng(3)
+    index = ExactIndex(6)
+    index.add(rng.standard_normal((300, 6)).astype(np.float32))
+    queries = rng.standard_normal((4, 6)).astype(np.float32)
+    together = index.search(queries, 12)
+    one_by_one = [index.search(q[None, :], 12) for q in queries]
+    codes = index._int8
+    assert codes is not None
+    for row, (scores, ids) in enumerate(one_by_one):
+        assert_same_ranking(ids, scores, together[1][row : row + 1], together[0][row : row + 1])
+    index.search(queries[:1], 3)
+    assert index._int8 is codes  # made once
+    index.add(queries[:1] * 100, np.array([1000]))  # the best match of the first query, by far
+    assert index.search(queries[:1], 1)[1].tolist() == [[1000]]
+    assert len(index._int8.scales) == 301
+
+
+def test_scan_split_between_threads_follows_torch_threads(monkeypatch):
+    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    split = []
+    monkeypatch.setattr(exact, "int8_search", lambda *a: (split.append(a[-1]), int8_search(*a))[1])
+    rng = np.random.default_rng(4)
+    index = ExactIndex(4)
+    index.add(rng.standard_normal((200, 4)).astype(np.float32))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        index.search(rng.standard_normal((1, 4)).astype(np.float32), 5)
+    finally:
+        torch.set_num_threads(threads)
+    assert split == [2]
