@@ -101,3 +101,16 @@ def test_scan_split_between_threads_follows_torch_threads(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert split == [2]
+
+
+def test_a_loaded_index_searches_one_query_through_codes_of_its_mapped_vectors(tmp_path, monkeypatch):
+    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    rng = np.random.default_rng(5)
+    index = ExactIndex(5)
+    index.add(rng.integers(-3, 4, (250, 5)).astype(np.float32))
+    index.save(tmp_path / "index")
+    loaded = ExactIndex.load(tmp_path / "index")
+    query = rng.integers(-3, 4, (1, 5)).astype(np.float32)
+    for a, b in zip(loaded.search(query, 9), index.search(np.repeat(query, 2, axis=0), 9), strict=True):
+        np.testing.assert_array_equal(a[0], b[0])
+    assert loaded._int8 is not None
