@@ -8,8 +8,8 @@ search at mining sizes").
 Many queries on a CPU with bf16 instructions take a certified shortcut (:func:`_bf16_shortlists`): bf16 products,
 about three times faster than float32 ones there, keep ``k + margin`` candidates per query; these are scored
 again in float32, and a query's top-``k`` is kept only where a bound on bf16's rounding proves that no item left
-out could have entered it. The other queries are searched again in float32, so the result is the exact search's
-either way.
+out could have entered it. The other queries are searched again in float32, so the ranking is the float32
+search's either way (a candidate's score may differ in the last bits: its sum is taken in another order).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def exact_search(
     extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
     block by block. Each block's scores are merged into the best so far in one compiled pass
     (:func:`merge_top_k`). ``k`` must not exceed ``len(items)``. ``bf16`` takes the certified bf16 shortcut
-    (:func:`_bf16_shortlists`; the same result): by default for at least ``BF16_FROM_QUERIES`` queries on a CPU
+    (:func:`_bf16_shortlists`; the same ranking): by default for at least ``BF16_FROM_QUERIES`` queries on a CPU
     with bf16 instructions, over at least four times ``k + BF16_MARGIN`` items.
     """
     if not 0 <= k <= len(items):
@@ -157,7 +157,7 @@ class ExactIndex(Index):
     or save, so adding in many small batches costs no repeated copies. Searches may run from
     several threads at once (the join is done by one of them); adding while searching is not safe.
     From ``INT8_FROM_ITEMS`` vectors on, a single query is searched through int8 codes of the vectors
-    (:mod:`xdex.index.quantized`: the same result, a quarter of the bytes read), made at its first such search
+    (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes read), made at its first such search
     and kept in memory (a quarter of the vectors' size).
     """
 
