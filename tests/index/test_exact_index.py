@@ -357,8 +357,8 @@ def test_bf16_shortcut_searches_again_where_it_cannot_certify(monkeypatch):
 
 def test_bf16_shortcut_taken_only_for_many_queries_on_a_cpu_with_bf16(monkeypatch):
     taken = []
-    shortlists = exact._bf16_shortlists
-    monkeypatch.setattr(exact, "_bf16_shortlists", lambda *a: (taken.append(len(a[1])), shortlists(*a))[1])
+    top_k = exact._bf16_top_k
+    monkeypatch.setattr(exact, "_bf16_top_k", lambda *a: (taken.append(len(a[1])), top_k(*a))[1])
     rng = np.random.default_rng(6)
     items = rng.standard_normal((2000, 8)).astype(np.float32)
     many = rng.standard_normal((exact.BF16_FROM_QUERIES, 8)).astype(np.float32)
@@ -403,3 +403,18 @@ def test_two_threads_search_as_one(bf16):
         np.testing.assert_array_equal(a, b)
     want_scores, want_rows = brute_force(items, np.arange(700), queries, 6)
     np.testing.assert_array_equal(results[1][1], want_rows)
+
+
+def test_bf16_shortcut_gives_way_to_float32_where_scores_crowd_at_the_cut(monkeypatch):
+    """Nearly equal vectors (as untrained ones can be): the bound proves little of the first chunk, so the later
+    chunks go straight to float32; the ranking is the float32 search's throughout."""
+    rng = np.random.default_rng(9)
+    items = (1.0 + 1e-4 * rng.standard_normal((600, 8))).astype(np.float32)
+    queries = (1.0 + 1e-4 * rng.standard_normal((300, 8))).astype(np.float32)
+    chunks = []
+    top_k = exact._bf16_top_k
+    monkeypatch.setattr(exact, "_bf16_top_k", lambda *a: (chunks.append(len(a[1])), top_k(*a))[1])
+    got = exact_search(items, queries, 5, chunk_queries=100, chunk_items=256, bf16=True)
+    want = exact_search(items, queries, 5, chunk_queries=100, chunk_items=256, bf16=False)
+    assert chunks == [100]  # the first chunk only
+    assert_same_ranking(got[1], got[0], want[1], want[0])

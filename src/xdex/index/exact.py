@@ -5,7 +5,7 @@ setting: on the AMD EPYC machines we measure on, torch's CPU build multiplies wi
 OpenBLAS's rate (a block of 1,024 x 8,192 x 256: 46 against 79 GFLOP/s on one thread; docs/benchmarks.md, "Exact
 search at mining sizes").
 
-Many queries on a CPU with bf16 instructions take a certified shortcut (:func:`_bf16_shortlists`): bf16 products,
+Many queries on a CPU with bf16 instructions take a certified shortcut (:func:`_bf16_top_k`): bf16 products,
 about three times faster than float32 ones there, keep ``k + margin`` candidates per query; these are scored
 again in float32, and a query's top-``k`` is kept only where a bound on bf16's rounding proves that no item left
 out could have entered it. The other queries are searched again in float32, so the ranking is the float32
@@ -15,6 +15,7 @@ search's either way (a candidate's score may differ in the last bits: its sum is
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import os
 import threading
@@ -38,6 +39,8 @@ BF16_FROM_QUERIES = 256  # fewer queries than this: rounding the items to bf16 c
 BF16_MARGIN = 64  # candidates beyond k kept by the bf16 pass (the certificate failed for 0-2% of queries)
 BF16_UNIT_ROUNDOFF = 2.0**-8  # bf16 keeps 8 significant bits
 INT8_FROM_ITEMS = 32768  # below, one query's float32 scan reads 32 MB or less, mostly from the caches
+
+log = logging.getLogger(__name__)
 
 
 _BLAS: ThreadpoolController | None = None  # found at the first search: it looks through the loaded libraries
@@ -88,23 +91,24 @@ def _blocked_top_k(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries
     return scores, rows
 
 
-def _bf16_shortlists(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int, chunk_items: int,
-                     threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The exact top-``k`` of the queries for which bf16 products prove it: scores, rows and a mask of those
-    queries. bf16 products keep ``k + BF16_MARGIN`` candidates per query; these are scored in float32 and
-    ordered (ties to the lower row). An item left out scores at most the last candidate's bf16 score plus
-    :func:`_bf16_error_bound` in float32; where that is below the k-th float32 score, no item left out could
-    have entered the top-``k``."""
+def _bf16_top_k(items: np.ndarray, queries: np.ndarray, k: int, item_norm: float, chunk_items: int,
+                threads: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The exact top-``k`` of a chunk of queries through bf16 products: scores, rows, and how many queries the
+    bound did not prove (searched again in float32). bf16 products keep ``k + BF16_MARGIN`` candidates per query;
+    these are scored in float32 and ordered (ties to the lower row). An item left out scores at most the last
+    candidate's bf16 score plus :func:`_bf16_error_bound` in float32; where that is below the k-th float32
+    score, no item left out could have entered the top-``k``."""
     wide = k + BF16_MARGIN
-    bf16_scores, candidates = _blocked_top_k(items, queries, wide, chunk_queries, chunk_items, threads, bf16=True)
+    bf16_scores, candidates = _blocked_top_k(items, queries, wide, len(queries), chunk_items, threads, bf16=True)
     exact = candidate_products(items, queries, candidates)
     order = np.lexsort((candidates, -exact), axis=-1)[:, :k]
     scores, rows = np.take_along_axis(exact, order, axis=1), np.take_along_axis(candidates, order, axis=1)
-    item_norm = max(float(np.linalg.norm(items[i0 : i0 + chunk_items], axis=1).max())
-                    for i0 in range(0, len(items), chunk_items))
     bound = _bf16_error_bound(np.linalg.norm(queries, axis=1), item_norm, items.shape[1])
-    certified = scores[:, k - 1] > bf16_scores[:, -1] + bound
-    return scores, rows, certified
+    again = np.flatnonzero(~(scores[:, k - 1] > bf16_scores[:, -1] + bound))
+    if len(again):
+        scores[again], rows[again] = _blocked_top_k(items, queries[again], k, len(queries), chunk_items, threads,
+                                                    bf16=False)
+    return scores, rows, len(again)
 
 
 def exact_search(
@@ -118,8 +122,9 @@ def exact_search(
     extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
     block by block. Each block's scores are merged into the best so far in one compiled pass
     (:func:`merge_top_k`). ``k`` must not exceed ``len(items)``. ``bf16`` takes the certified bf16 shortcut
-    (:func:`_bf16_shortlists`; the same ranking): by default for at least ``BF16_FROM_QUERIES`` queries on a CPU
-    with bf16 instructions, over at least four times ``k + BF16_MARGIN`` items.
+    (:func:`_bf16_top_k`; the same ranking): by default for at least ``BF16_FROM_QUERIES`` queries on a CPU
+    with bf16 instructions, over at least four times ``k + BF16_MARGIN`` items; once it proves less than half of
+    a chunk of queries (scores crowded at the cut, as with untrained vectors), the remaining chunks go in float32.
     """
     if not 0 <= k <= len(items):
         raise ValueError(f"k must be between 0 and the {len(items)} items, got {k}")
@@ -131,11 +136,20 @@ def exact_search(
         bf16 = len(queries) >= BF16_FROM_QUERIES and len(items) >= 4 * (k + BF16_MARGIN) and _cpu_has_bf16()
     if not bf16 or k + BF16_MARGIN > len(items):
         return _blocked_top_k(items, queries, k, chunk_queries, chunk_items, threads, bf16=False)
-    scores, rows, certified = _bf16_shortlists(items, queries, k, chunk_queries, chunk_items, threads)
-    again = np.flatnonzero(~certified)
-    if len(again):
-        scores[again], rows[again] = _blocked_top_k(items, queries[again], k, chunk_queries, chunk_items, threads,
-                                                     bf16=False)
+    item_norm = max(float(np.linalg.norm(items[i0 : i0 + chunk_items], axis=1).max())
+                    for i0 in range(0, len(items), chunk_items))
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    rows = np.empty((len(queries), k), dtype=np.int64)
+    for q0 in range(0, len(queries), chunk_queries):
+        q, at = queries[q0 : q0 + chunk_queries], slice(q0, q0 + chunk_queries)
+        if bf16:
+            scores[at], rows[at], unproven = _bf16_top_k(items, q, k, item_norm, chunk_items, threads)
+            if 2 * unproven > len(q):  # scores crowded at the cut (untrained vectors): the rest goes in float32
+                log.debug("bf16 shortlists unproven for %d of %d queries: the rest searched in float32",
+                          unproven, len(q))
+                bf16 = False
+        else:
+            scores[at], rows[at] = _blocked_top_k(items, q, k, chunk_queries, chunk_items, threads, bf16=False)
     return scores, rows
 
 
