@@ -5,9 +5,9 @@ rate the machine reads memory (docs/benchmarks.md, "Prediction at 10^5 and 10^6 
 again as int8 codes with a scale of its own, ``x ~ scale * codes`` (``scale = max |x_j| / 127``), a quarter of
 float32's bytes; the approximate scores ``scale * <codes, q>`` are off by at most
 
-    b = max(scale) * ||q||_1 * (1/2 + 127 gamma_d) + 2 gamma_d ||q||_2 max ||x||_2,    gamma_d ~ d 2^-24
+    b = max(scale) * ||q||_1 * (1/2 + 254 gamma_d) + 2 gamma_d ||q||_2 max ||x||_2,    gamma_d ~ d 2^-24
 
-(half a code step per component, and float32's sums). The items of the true top-k (float32 scores) all score
+(half a code step per component, the rounding of ``x / scale``, and float32's sums). The items of the true top-k (float32 scores) all score
 at least ``s_k - 2 b`` approximately, where ``s_k`` is the k-th best approximate score: those candidates are
 scored again in float32 and ordered as :func:`xdex.index.exact.exact_search` orders (ties to the lower row), so
 the ranking is the float32 search's, whatever the data. Written here because the index libraries' int8 indexes
@@ -74,7 +74,7 @@ class Int8Codes:
         """``b`` of the module docstring: how far an approximate score may be from the float32 score."""
         gamma = self.codes.shape[1] * 2.0**-24 / (1 - self.codes.shape[1] * 2.0**-24)
         largest_scale = float(self.scales.max()) if len(self.scales) else 0.0
-        return (largest_scale * float(np.abs(query).sum()) * (0.5 + CODE_MAX * gamma)
+        return (largest_scale * float(np.abs(query).sum()) * (0.5 + 2 * CODE_MAX * gamma)
                 + 2 * gamma * float(np.linalg.norm(query)) * self.largest_norm)
 
 
