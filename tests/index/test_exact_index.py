@@ -362,10 +362,11 @@ def test_bf16_shortcut_taken_only_for_many_queries_on_a_cpu_with_bf16(monkeypatc
     rng = np.random.default_rng(6)
     items = rng.standard_normal((2000, 8)).astype(np.float32)
     many = rng.standard_normal((exact.BF16_FROM_QUERIES, 8)).astype(np.float32)
+    monkeypatch.setattr(exact, "BF16_FROM_ITEMS", 1000)
     monkeypatch.setattr(exact, "_BF16", True)
     exact_search(items, many, 5)
     exact_search(items, many[:-1], 5)  # too few queries
-    exact_search(items[: 4 * (5 + exact.BF16_MARGIN) - 1], many, 5)  # too few items
+    exact_search(items[:999], many, 5)  # too few items
     monkeypatch.setattr(exact, "_BF16", False)
     exact_search(items, many, 5)  # no bf16 instructions
     assert taken == [len(many)]

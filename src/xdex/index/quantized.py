@@ -7,11 +7,11 @@ float32's bytes; the approximate scores ``scale * <codes, q>`` are off by at mos
 
     b = max(scale) * ||q||_1 * (1/2 + 254 gamma_d) + 2 gamma_d ||q||_2 max ||x||_2,    gamma_d ~ d 2^-24
 
-(half a code step per component, the rounding of ``x / scale``, and float32's sums). The items of the true top-k (float32 scores) all score
-at least ``s_k - 2 b`` approximately, where ``s_k`` is the k-th best approximate score: those candidates are
-scored again in float32 and ordered as :func:`xdex.index.exact.exact_search` orders (ties to the lower row), so
-the ranking is the float32 search's, whatever the data. Written here because the index libraries' int8 indexes
-(faiss's scalar quantizer) return approximate scores and rankings.
+(half a code step per component, the rounding of ``x / scale``, and float32's sums). The items of the true top-k
+(float32 scores) all score at least ``s_k - 2 b`` approximately, where ``s_k`` is the k-th best approximate score:
+those candidates are scored again in float32 and ordered as :func:`xdex.index.exact.exact_search` orders (ties to
+the lower row), so the ranking is the float32 search's, whatever the data. Written here because the index
+libraries' int8 indexes (faiss's scalar quantizer) return approximate scores and rankings.
 """
 
 from __future__ import annotations
