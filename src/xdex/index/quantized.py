@@ -57,6 +57,7 @@ class Int8Codes:
 
     codes: np.ndarray  # int8 [n, d]
     scales: np.ndarray  # float32 [n]
+    largest_scale: float  # max scale
     largest_norm: float  # max ||x||_2 over the items
 
     @classmethod
@@ -68,13 +69,12 @@ class Int8Codes:
             block = np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32)
             _encode(block, codes[start : start + chunk], scales[start : start + chunk])
             largest = max(largest, float(np.linalg.norm(block, axis=1).max()))
-        return cls(codes, scales, largest)
+        return cls(codes, scales, float(scales.max()) if len(scales) else 0.0, largest)
 
     def error_bound(self, query: np.ndarray) -> float:
         """``b`` of the module docstring: how far an approximate score may be from the float32 score."""
         gamma = self.codes.shape[1] * 2.0**-24 / (1 - self.codes.shape[1] * 2.0**-24)
-        largest_scale = float(self.scales.max()) if len(self.scales) else 0.0
-        return (largest_scale * float(np.abs(query).sum()) * (0.5 + 2 * CODE_MAX * gamma)
+        return (self.largest_scale * float(np.abs(query).sum()) * (0.5 + 2 * CODE_MAX * gamma)
                 + 2 * gamma * float(np.linalg.norm(query)) * self.largest_norm)
 
 
@@ -95,13 +95,13 @@ def approximate_scores(coded: Int8Codes, query: np.ndarray, threads: int = 1) ->
     """Every item's approximate score, the items split between ``threads`` threads (the compiled scan leaves
     Python's lock)."""
     out = np.empty(len(coded.scales), np.float32)
-    parts = np.array_split(np.arange(len(out)), threads) if threads > 1 and len(out) >= 2 * 16384 else []
-    if not parts:
+    if threads < 2 or len(out) < 2 * 16384:
         _approximate_scores(coded.codes, coded.scales, query, out)
         return out
     pool = _scan_pool(threads)
-    done = [pool.submit(_approximate_scores, coded.codes[p[0] : p[-1] + 1], coded.scales[p[0] : p[-1] + 1], query,
-                        out[p[0] : p[-1] + 1]) for p in parts]
+    ends = [len(out) * part // threads for part in range(threads + 1)]
+    done = [pool.submit(_approximate_scores, coded.codes[a:b], coded.scales[a:b], query, out[a:b])
+            for a, b in zip(ends[:-1], ends[1:], strict=True)]
     for future in done:
         future.result()
     return out
