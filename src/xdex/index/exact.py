@@ -67,7 +67,7 @@ def _bf16_error_bound(query_norms: np.ndarray, item_norm: float, dim: int) -> np
     u = BF16_UNIT_ROUNDOFF
     gamma = dim * 2.0**-24 / (1 - dim * 2.0**-24)
     relative = 3 * u + 4 * u * u + 3 * gamma
-    return (relative * query_norms * item_norm + dim * 2.0**-100).astype(np.float64)
+    return relative * query_norms.astype(np.float64) * item_norm + dim * 2.0**-100
 
 
 def _blocked_top_k(items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int, chunk_items: int,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from xdex.index.kernels import merge_row, row_products
+from xdex.index.kernels import candidate_products, merge_row
 
 CODE_MAX = 127
 
@@ -118,6 +118,6 @@ def int8_search(items: np.ndarray, coded: Int8Codes, query: np.ndarray, k: int,
     best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
     merge_row(approximate, 0, best, columns, 0)
     candidates = np.flatnonzero(approximate >= best[-1] - 2 * coded.error_bound(query))
-    exact = row_products(np.ascontiguousarray(items[candidates], dtype=np.float32), query[None, :])[0]
+    exact = candidate_products(items, query[None, :], candidates[None, :])[0]
     order = np.lexsort((candidates, -exact))[:k]
     return exact[order], candidates[order]
