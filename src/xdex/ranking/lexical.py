@@ -84,6 +84,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from xdex.atomic import atomic_write_bytes
 from xdex.data.errors import UNREADABLE_NPZ
 from xdex.jsonfile import read_json, write_json
+from xdex.ranking.char_ngrams import CharNgramCounter, fit_char_idf
 
 logger = logging.getLogger(__name__)
 
@@ -258,10 +259,18 @@ class TfidfTransform:
         self.vocabulary: dict[str, int] = vectorizer.vocabulary_
         self.idf = np.asarray(vectorizer.idf_, np.float64)
         self.n_features = len(self.vocabulary)
+        self._char = (CharNgramCounter(self.vocabulary, vectorizer.ngram_range)
+                      if vectorizer.analyzer == "char_wb" else None)  # character n-grams: counted word by word
 
     def rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(indptr, columns, values)`` of the unit-length TF-IDF rows of ``texts``: CSR arrays (int64, int64,
-        float32) whose columns are in the order of their terms' first occurrence in the text."""
+        float32), each row's columns in no particular order."""
+        offsets, columns, counts = self._char.count(texts) if self._char is not None else self._count(texts)
+        values = (1.0 + np.log(counts.astype(np.float64))) * self.idf[columns]  # sublinear tf x idf
+        return offsets, columns, unit_values(values, row_of_entries(offsets), len(texts))
+
+    def _count(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(indptr, columns, counts)`` of the texts' terms, through the vectorizer's analyzer."""
         indptr: list[int] = [0]
         indices: list[int] = []
         counts: list[int] = []
@@ -275,10 +284,7 @@ class TfidfTransform:
             indices.extend(row)
             counts.extend(row.values())
             indptr.append(len(indices))
-        columns = np.asarray(indices, np.int64)
-        values = (1.0 + np.log(np.asarray(counts, np.float64))) * self.idf[columns]  # sublinear tf x idf
-        offsets = np.asarray(indptr, np.int64)
-        return offsets, columns, unit_values(values, row_of_entries(offsets), len(texts))
+        return np.asarray(indptr, np.int64), np.asarray(indices, np.int64), np.asarray(counts, np.int64)
 
     def __call__(self, texts: Sequence[str]) -> sp.csr_matrix:
         """The TF-IDF rows of ``texts`` (float32 CSR, sorted indices)."""
@@ -573,8 +579,13 @@ class LexicalModel:
         for block in blocks:
             vectorizer = _vectorizer(block, self.config)
             try:
-                vectorizer.fit(texts)
-            except ValueError as e:  # scikit-learn: no term left after min_df / max_df
+                if block == "char" and self.config.max_features is None:
+                    terms, idf = fit_char_idf(texts, vectorizer)  # scikit-learn's fit, word by word
+                    vectorizer = _vectorizer(block, self.config, terms)
+                    vectorizer.idf_ = idf
+                else:
+                    vectorizer.fit(texts)
+            except ValueError as e:  # no term left after min_df
                 logger.warning("no %s feature kept (%s); that block is left out", block, e)
                 continue
             self.blocks.append(block)
