@@ -7,7 +7,8 @@ What is implemented:
   more letters or digits, lower-cased), and character n-grams within word boundaries (``char_wb``) where the
   words of the data are mostly unique (headword-like titles, whose words occur in one text only). With both,
   the two blocks are stacked side by side (``scipy.sparse.hstack``) and each row is scaled to unit length
-  again.
+  again. Character n-grams are cut once per distinct word and added up per text (:mod:`xdex.ranking.char_ngrams`:
+  the same vocabulary, idf and rows as scikit-learn's, several times faster on long texts).
 * **The rule for character n-grams** (``analyzer="auto"``, :func:`choose_analyzer`): the *unique-word
   share* of the training texts is the share of their word occurrences whose word occurs in one training
   text only (:func:`unique_word_share`). At or above ``LexicalConfig.unique_word_threshold`` (0.2) the
