@@ -313,3 +313,15 @@ def test_a_second_predictor_of_a_directory_cannot_add_until_the_first_is_closed(
 def test_a_lone_surrogate_is_a_named_error(model_dir):
     with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
         Predictor(model_dir).predict(["ok", "bad \ud800"], k=2)
+
+
+def test_a_label_named_fast_is_a_scored_label():
+    """Predictions name their labels through ``_scored_label`` (slots filled directly): the same frozen object."""
+    import dataclasses
+
+    from xdex.inference.predictor import _scored_label
+
+    fast, plain = _scored_label(3, "k3", "text", 0.25), ScoredLabel(3, "k3", "text", 0.25)
+    assert type(fast) is ScoredLabel and fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.score = 1.0  # type: ignore[misc]

@@ -94,7 +94,7 @@ class _WriterLock:
             self._file = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoredLabel:
     """One predicted label: its row in the model's catalogue, its key (the dataset's label id), text, score."""
 
@@ -120,8 +120,22 @@ class Predictions(Ranking):
     @property
     def labels(self) -> list[list[ScoredLabel]]:
         ids, texts = self.label_ids, self.label_texts  # rows and scores as Python numbers: one conversion each
-        return [[ScoredLabel(j, ids[j], texts[j], s) for j, s in zip(row, scores, strict=True) if j != PAD]
+        return [[_scored_label(j, ids[j], texts[j], s) for j, s in zip(row, scores, strict=True) if j != PAD]
                 for row, scores in zip(self.indices.tolist(), self.scores.tolist(), strict=True)]
+
+
+_SET_INDEX, _SET_KEY, _SET_TEXT, _SET_SCORE = (getattr(ScoredLabel, name).__set__ for name in ScoredLabel.__slots__)
+
+
+def _scored_label(index: int, key: str, text: str, score: float) -> ScoredLabel:
+    """``ScoredLabel(index, key, text, score)``, its slots filled directly: a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, and took a fifth of a batch's prediction naming 20,000 labels."""
+    label = object.__new__(ScoredLabel)
+    _SET_INDEX(label, index)
+    _SET_KEY(label, key)
+    _SET_TEXT(label, text)
+    _SET_SCORE(label, score)
+    return label
 
 
 @dataclass(frozen=True)
