@@ -26,6 +26,7 @@ label added after training by its text is mentioned like any other.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -65,7 +66,7 @@ class Mention(NamedTuple):
 
     def features(self) -> tuple[float, float, float, float, float]:
         """The values of :data:`MENTION_FEATURES`."""
-        return (1.0, float(np.log1p(self.occurrences)), float(self.words), 1.0 - self.first / self.length,
+        return (1.0, math.log1p(self.occurrences), float(self.words), 1.0 - self.first / self.length,
                 1.0 / self.shared)
 
 
