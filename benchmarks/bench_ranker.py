@@ -2,13 +2,15 @@
 the model's network alone (`dense`) against the ranking stage (`fused`) and its lexical channel alone.
 
     python -m benchmarks.bench_ranker MODEL_DIR --data DIR|demo [--calls 300] [--batch 2000] [--runs 5] [--k 10]
-        [--update-docs]
+        [--lexical-beams 0 10] [--update-docs]
 
 MODEL_DIR: a model trained with the ranking stage (every packaged recipe has it), e.g.
 `xdex train --method dexml --data demo --out /tmp/dexml-demo`. Texts: the dataset's test split, taken in turn.
 Each mode is timed in every run, the modes interleaved, so that a busy machine slows them alike; reported are the
 medians over the runs of the p50 single-text latency (``--calls`` calls a run) and of the texts per second of one
-``--batch``-text call, and the ratio against `dense` measured in the same runs.
+``--batch``-text call, and the ratio against `dense` measured in the same runs. ``--lexical-beams``: the fused
+ranking also with the lexical shortlist searched at each of these beam widths (``ranker.lexical_beam``; 0: as wide as
+the shortlist), interleaved with the other modes.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=2000, help="texts of the batched call")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--lexical-beams", type=int, nargs="*", default=[], help="fused with these lexical beams too")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
@@ -64,16 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     texts = list(load(args.data).test.texts)
     start_load = load_average()
     predictors = {mode: Predictor(args.model_dir, search=mode, read_only=True) for mode in MODES}
+    for beam in args.lexical_beams:
+        predictors[f"fused, lexical beam {beam}"] = predictor = Predictor(args.model_dir, read_only=True)
+        predictor.model.ranker.lexical_beam = beam  # this predictor's own model
+    modes = list(predictors)
     for predictor in predictors.values():  # warm-up: first calls build thread pools and caches
         predictor.predict(texts[:64], args.k)
-    latency: dict[str, list[float]] = {mode: [] for mode in MODES}
-    throughput: dict[str, list[float]] = {mode: [] for mode in MODES}
+    latency: dict[str, list[float]] = {mode: [] for mode in modes}
+    throughput: dict[str, list[float]] = {mode: [] for mode in modes}
     for run in range(args.runs):
-        for mode in MODES:
+        for mode in modes:
             latency[mode].append(single_text_ms(predictors[mode], texts, args.calls, args.k))
             throughput[mode].append(batch_texts_per_s(predictors[mode], texts, args.batch, args.k))
         log.info("run %d: %s", run + 1, ", ".join(f"{m} {latency[m][-1]:.2f} ms, {throughput[m][-1]:.0f}/s"
-                                                 for m in MODES))
+                                                 for m in modes))
     lines = [SECTION, "", f"`{command_line(MODULE, argv)}`", "",
              f"{machine_line([start_load, load_average()])}; {args.runs} runs, medians; k = {args.k}; "
              f"one text: p50 of {args.calls} calls of `Predictor.predict([text])`; batch: one call of "
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
              "| mode | one text, p50 ms | added to dense, ms | batch, texts/s | ratio to dense |",
              "|---|---:|---:|---:|---:|"]
     dense_ms, dense_tps = median(latency["dense"]), median(throughput["dense"])
-    for mode in MODES:
+    for mode in modes:
         ms, tps = median(latency[mode]), median(throughput[mode])
         lines.append(f"| {mode} | {ms:.2f} | {ms - dense_ms:+.2f} | {tps:,.0f} | {tps / dense_tps:.2f} |")
     publish("\n".join(lines) + "\n", args.update_docs)

@@ -121,6 +121,26 @@ def test_a_ranker_written_before_the_mention_channel_reads_without_it(model_dir,
     assert (model.predict(demo.test.texts[:20], 5).indices >= 0).all()
 
 
+def test_the_lexical_shortlist_is_searched_with_the_rankers_beam(model_dir, demo, tmp_path):
+    """The stage's shortlist is Omikuji's search of width ``ranker.lexical_beam`` (10, recorded in ranker.json);
+    a ranker.json written before the setting searched as wide as the shortlist, and still does."""
+    model = DualEncoderModel.load(model_dir)
+    ranker, texts = model.ranker, demo.test.texts[:40]
+    assert ranker.lexical_beam == 10 and json.loads((model_dir / "ranker" / "ranker.json").read_text())[
+        "lexical_beam"] == 10
+    for beam in (10, 0):
+        ids, scores = dataclasses.replace(ranker, lexical_beam=beam).lexical_shortlist(texts)
+        expected = ranker.lexical.predict(texts, ranker.lexical_candidates, beam or ranker.lexical_candidates)
+        np.testing.assert_array_equal(ids, expected[0])
+        np.testing.assert_array_equal(scores, expected[1])
+        assert (ids[:, -1] >= 0).all()  # a beam of 10 still fills a shortlist of 20
+    folder = shutil.copytree(model_dir, tmp_path / "model")
+    settings = json.loads((folder / "ranker" / "ranker.json").read_text())
+    del settings["lexical_beam"]
+    (folder / "ranker" / "ranker.json").write_text(json.dumps(settings))
+    assert Ranker.load(folder / "ranker", len(model.label_ids)).lexical_beam == 0
+
+
 def test_an_added_label_comes_first_for_its_own_text(model_dir):
     model = DualEncoderModel.load(model_dir)
     texts = ["quantum annealing scheduler", "a cooperative multitasking kernel for toasters"]
@@ -143,6 +163,7 @@ def test_the_dense_mode_is_the_network_alone(model_dir, demo):
 
 @pytest.mark.parametrize("setting, message", [
     ("ranker.dense_candidates=-1", ">= 0"),
+    ("ranker.lexical_beam=-1", ">= 0"),
     ("ranker.lexical_candidates=0", "all 0"),
     ("ranker.lexical={\"classifier\": \"forest\"}", "ranker.lexical"),
 ])

@@ -291,6 +291,14 @@ def test_omikuji_roundtrip(demo, tmp_path, classifier, trees):
         kept = ids[i] >= 0
         assert list(zip(ids[i][kept].tolist(), scores[i][kept].tolist(), strict=True)) == found
         assert kept.sum() == len(found) and (scores[i][~kept] == -np.inf).all()
+    # a beam narrower than k: Omikuji's own search of that width
+    ids, scores = loaded.predict(texts[:20], 8, beam=2)
+    for i in range(20):
+        pairs = list(zip(*(a.tolist() for a in (x.indices[x.indptr[i]:x.indptr[i + 1]],
+                                                x.data[x.indptr[i]:x.indptr[i + 1]])), strict=True))
+        found = loaded._classifier.model.predict(pairs, beam_size=2, top_k=8)
+        assert sorted(zip(ids[i][:len(found)].tolist(), scores[i][:len(found)].tolist(), strict=True),
+                      key=lambda p: (-p[1], p[0])) == sorted(found, key=lambda p: (-p[1], p[0]))
 
 
 def test_a_batch_split_over_threads_predicts_as_one_text_at_a_time(demo):

@@ -45,9 +45,9 @@ def check_ranker(config: RecipeConfig) -> None:
     """Refuse shortlist sizes and lexical settings the stage cannot fit with, before anything trains."""
     section = config.section("ranker")
     sizes = (section.dense_candidates, section.lexical_candidates, section.mention_candidates)
-    if min(sizes) < 0:
-        raise ValueError("ranker.dense_candidates, ranker.lexical_candidates and ranker.mention_candidates must be "
-                         ">= 0")
+    if min(sizes) < 0 or section.lexical_beam < 0:
+        raise ValueError("ranker.dense_candidates, ranker.lexical_candidates, ranker.mention_candidates and "
+                         "ranker.lexical_beam must be >= 0")
     if sum(sizes) == 0:
         raise ValueError("ranker.dense_candidates, ranker.lexical_candidates and ranker.mention_candidates are all 0: "
                          "no candidates to rank (set ranker: null to train without the ranking stage)")
@@ -100,6 +100,7 @@ def prepare_ranker(run: Run) -> None:
         log.info("encoder channel: %s, %d label texts embedded", config.encoder, encoder.n_labels)
     ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
                     lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates,
+                    lexical_beam=config.lexical_beam,
                     encoder=encoder, encoder_candidates=config.encoder_candidates if encoder is not None else 0)
     run.shared["ranker"] = ranker
     run.shared["channels"] = ranker.text_channels(run.label_texts)

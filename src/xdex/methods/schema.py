@@ -170,6 +170,7 @@ class RankerConfig:
 
     dense_candidates: int = 20  # labels from the dense index per text (at least k when k labels are asked for)
     lexical_candidates: int = 20  # labels from the lexical model per text (docs/benchmarks.md: the choice)
+    lexical_beam: int = 10  # Omikuji's beam width for that shortlist (0: the shortlist size)
     mention_candidates: int = 20  # labels the text names word for word (xdex.ranking.mentions; 0: no mention channel)
     encoder: str | None = None  # a packaged sentence encoder as one more channel, zero-shot (minilm; None: none)
     encoder_candidates: int = 20  # labels of highest cosine per text from that encoder

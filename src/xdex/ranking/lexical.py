@@ -145,7 +145,8 @@ class LexicalConfig:
     max_leaf: int = 100
     """Most labels under one pre-leaf node (napkinXC ``max_leaves``, Omikuji ``min_branch_size``)."""
     beam: int = 10
-    """Omikuji's beam width at prediction (napkinXC's search is exact)."""
+    """Omikuji's beam width at prediction, widened to the number of labels asked for (napkinXC's search is exact);
+    the ranking stage's shortlist has a width of its own, ``ranker.lexical_beam``."""
     threads: int | None = None
     """Threads of the classifier library's training; None: every core for Omikuji (which has no seed anyway), one
     for napkinXC (repeatable). Prediction splits a batch over every core."""
@@ -384,9 +385,10 @@ def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None 
 # --- classifier back ends -----------------------------------------------------------------------------
 
 class _Classifier(Protocol):
-    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, x: FeatureRows, k: int, beam: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The library's top-``k`` labels of each row of ``x`` in its own order: ids (int64 ``[n, k]``) and
-        scores (float32), padded with ``-1`` / ``-inf`` (an empty row stays padded)."""
+        scores (float32), padded with ``-1`` / ``-inf`` (an empty row stays padded). ``beam``: the width of a
+        beam search (None: the classifier's own), ignored by an exact search."""
         ...
 
 
@@ -431,7 +433,7 @@ class _NapkinPLT:
     def path(self) -> Path:
         return Path(self._folder.name)
 
-    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, x: FeatureRows, k: int, beam: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         ids, scores = _padded(x.indptr.size - 1, k)
         rows = np.flatnonzero(np.diff(x.indptr) > 0)
         if rows.size:
@@ -483,28 +485,29 @@ class _Omikuji:
         with _library_output_to_log("omikuji"):
             return cls(omikuji.Model.load(str(folder)), config)
 
-    def top_k(self, x: FeatureRows, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Omikuji's ``Model.predict`` of each row; a batch is split over the cores, on threads kept for the next
-        batch (Omikuji's C call releases Python's lock)."""
+    def top_k(self, x: FeatureRows, k: int, beam: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Omikuji's ``Model.predict`` of each row with beam width ``beam`` (None: ``max(config.beam, k)``); a batch
+        is split over the cores, on threads kept for the next batch (Omikuji's C call releases Python's lock)."""
+        beam = max(self.beam, k) if beam is None else beam
         n = x.indptr.size - 1
         labels = np.zeros((n, k), np.uint32)
         scores = np.full((n, k), -np.inf, np.float32)
         found = np.zeros(n, np.int64)
         parts = min(self.threads, n // MIN_ROWS_PER_THREAD)
         if parts <= 1:
-            self._predict_rows(x, k, 0, n, labels, scores, found)
+            self._predict_rows(x, k, beam, 0, n, labels, scores, found)
         else:
             bounds = [int(b) for b in np.linspace(0, n, parts + 1)]
             pool = thread_pool("omikuji")
-            done = [pool.submit(self._predict_rows, x, k, bounds[b], bounds[b + 1], labels, scores, found)
+            done = [pool.submit(self._predict_rows, x, k, beam, bounds[b], bounds[b + 1], labels, scores, found)
                     for b in range(parts)]
             for future in done:
                 future.result()
         ids = np.where(np.arange(k) < found[:, None], labels.astype(np.int64), -1)
         return ids, np.where(ids >= 0, scores, -np.inf).astype(np.float32)
 
-    def _predict_rows(self, x: FeatureRows, k: int, start: int, end: int, labels: np.ndarray, scores: np.ndarray,
-                      found: np.ndarray) -> None:
+    def _predict_rows(self, x: FeatureRows, k: int, beam: int, start: int, end: int, labels: np.ndarray,
+                      scores: np.ndarray, found: np.ndarray) -> None:
         """``Model.predict`` of rows ``start .. end - 1`` into those rows of ``labels``, ``scores`` and ``found``
         (how many labels each got). Omikuji's C function is called on the arrays directly: the Python wrapper
         sorts, checks and copies each feature in a Python loop (the rows of ``x`` have sorted, distinct,
@@ -513,7 +516,6 @@ class _Omikuji:
         instead of handing every text to a pool thread and waiting."""
         from omikuji._libomikuji import ffi, lib
 
-        beam = max(self.beam, k)
         indices = np.ascontiguousarray(x.indices, np.uint32)
         values = np.ascontiguousarray(x.data, np.float32)
         if not indices.size:
@@ -637,14 +639,15 @@ class LexicalModel:
             raise RuntimeError("the lexical model is not fitted")
         return LexicalModel(dataclasses.replace(self.config, analyzer="+".join(self.blocks))).fit(texts, labels)
 
-    def predict(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, texts: Sequence[str], k: int, beam: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` labels of each text: ids (int64 ``[n, k]``, ``-1`` padding) and scores (float32, ``-inf``
-        padding), best first. A text with no feature in the vocabulary gets an empty row."""
+        padding), best first. A text with no feature in the vocabulary gets an empty row. ``beam``: Omikuji's beam
+        width (None: ``max(config.beam, k)``; napkinXC's search is exact)."""
         if self._classifier is None:
             raise RuntimeError("the lexical model is not fitted")
-        if k < 1:
-            raise ValueError(f"k must be positive, got {k}")
-        ids, scores = self._classifier.top_k(self.feature_rows(texts), k)
+        if k < 1 or (beam is not None and beam < 1):
+            raise ValueError(f"k and beam must be positive, got {k} and {beam}")
+        ids, scores = self._classifier.top_k(self.feature_rows(texts), k, beam)
         valid = (ids >= 0) & (ids < self.n_labels)
         ids, scores = np.where(valid, ids, -1), np.where(valid, scores, -np.inf).astype(np.float32)
         order = np.lexsort((ids, -scores, ~valid), axis=1)  # best first, ties to the lower id, padding last

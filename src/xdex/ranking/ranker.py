@@ -10,8 +10,9 @@ merged into one candidate set, whose features
 ranks by the lexical channel alone. A model directory keeps it in ``ranker/``::
 
     ranker/
-      ranker.json     format, version, the shortlist sizes and the ranking served by default (a file without
-                      ``mention_candidates`` predates the mention channel: 0, the channel off)
+      ranker.json     format, version, the shortlist sizes, the lexical shortlist's beam width and the ranking
+                      served by default (a file without ``mention_candidates`` predates the mention channel: 0,
+                      the channel off; one without ``lexical_beam`` searched as wide as its shortlist: 0)
       fusion.json     the fusion's weights
       prior.npy       the trained labels' priors
       lexical/        the lexical model (its own pickle-free format)
@@ -63,11 +64,14 @@ class Ranker:
     mention_candidates: int = 0  # mentioned labels per text; 0: no mention channel (no mention features either)
     encoder: EncoderChannel | None = None  # a pre-trained sentence encoder's channel (None: none)
     encoder_candidates: int = 0  # labels of highest cosine per text from it
+    lexical_beam: int = 0  # Omikuji's beam width for the lexical shortlist; 0: the shortlist size (older models)
 
     def __post_init__(self) -> None:
         if self.served not in SERVED:
             raise ValueError(f"a ranker serves one of {', '.join(SERVED)}, not {self.served!r}")
         sizes = (self.dense_candidates, self.lexical_candidates, self.mention_candidates)
+        if self.lexical_beam < 0:
+            raise ValueError(f"the ranker's lexical beam must be >= 0, not {self.lexical_beam}")
         if min(sizes) < 0 or not sum(sizes):
             raise ValueError(f"the ranker's shortlists need sizes >= 0, not all 0 (dense {self.dense_candidates}, "
                              f"lexical {self.lexical_candidates}, mention {self.mention_candidates})")
@@ -77,7 +81,7 @@ class Ranker:
         n = len(texts)
         if self.lexical_candidates == 0:
             return np.full((n, 0), PAD, np.int64), np.zeros((n, 0), np.float32)
-        return self.lexical.predict(list(texts), self.lexical_candidates)
+        return self.lexical.predict(list(texts), self.lexical_candidates, self.lexical_beam or None)
 
     @property
     def reads_label_texts(self) -> bool:
@@ -194,7 +198,8 @@ class Ranker:
                                             "dense_candidates": self.dense_candidates,
                                             "lexical_candidates": self.lexical_candidates,
                                             "mention_candidates": self.mention_candidates,
-                                            "encoder_candidates": self.encoder_candidates, "served": self.served})
+                                            "encoder_candidates": self.encoder_candidates,
+                                            "lexical_beam": self.lexical_beam, "served": self.served})
 
     @classmethod
     def load(cls, folder: str | Path, n_labels: int) -> Ranker:
@@ -208,9 +213,12 @@ class Ranker:
             dense, lexical = int(record["dense_candidates"]), int(record["lexical_candidates"])
             mention = int(record.get("mention_candidates", 0))
             encoder = int(record.get("encoder_candidates", 0))
+            beam = int(record.get("lexical_beam", 0))
             served = str(record["served"])
-            if served not in SERVED or min(dense, lexical, mention, encoder) < 0 or not dense + lexical + mention:
-                raise ValueError(f"served {served!r}, shortlists {dense}, {lexical}, {mention} and {encoder}")
+            if (served not in SERVED or min(dense, lexical, mention, encoder, beam) < 0
+                    or not dense + lexical + mention):
+                raise ValueError(f"served {served!r}, shortlists {dense}, {lexical}, {mention} and {encoder}, "
+                                 f"lexical beam {beam}")
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: damaged settings ({e})") from None
         try:
@@ -222,7 +230,7 @@ class Ranker:
         channel = EncoderChannel.load(folder / "encoder", n_labels) if (folder / "encoder").is_dir() else None
         return cls(LexicalModel.load(folder / "lexical"), prior.astype(np.float32),
                    LogisticFusion.load(folder / "fusion.json"), dense, lexical, served, mention, channel,
-                   encoder if channel is not None else 0)
+                   encoder if channel is not None else 0, beam)
 
 
 def top_k(found: Candidates, scores: np.ndarray, k: int) -> Ranking:
