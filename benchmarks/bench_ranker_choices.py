@@ -6,8 +6,9 @@ validation splits").
 
 ``features``: each recipe trained once; its validation candidates scored by the cross-fitted fusion with every
 feature, without each head's score (``Network.head_scores``), without the log-scale lexical features (a
-left-out feature is set to 0 for every candidate, which the standardised fit then ignores) and without the mention
-channel (its candidates and its features); with ``--set ranker.encoder=minilm``, also without the encoder channel.
+left-out feature is set to 0 for every candidate, which the standardised fit then ignores), without the mention
+channel (its candidates and its features) and with the lexical shortlist searched as wide as it is long (Omikuji's
+beam 20 instead of ``ranker.lexical_beam``); with ``--set ranker.encoder=minilm``, also without the encoder channel.
 
 ``refit``: 1,000 training documents held out as a stand-in test set (seed 7), the recipe trained on the rest
 (holding out its own validation documents); for each lexical classifier the fusion is fitted on the validation
@@ -63,6 +64,7 @@ def trained(dataset: Dataset, method: str, overrides: list[str]) -> tuple:
 
 WITHOUT_MENTIONS = "without the mention channel"
 WITHOUT_ENCODER = "without the encoder channel"
+WIDE_BEAM = "lexical beam = shortlist size"
 ABLATIONS = {"every feature": (), "without the head scores": ("de", "clf"),
              "without the log-scale lexical scores": ("log_lexical", "log_lexical_gap")}
 
@@ -86,7 +88,8 @@ def features(dataset: Dataset, methods: list[str], overrides: list[str]) -> dict
         figures = {}
         found = candidates_of(model, model.ranker, texts, queries)
         sources = {WITHOUT_MENTIONS: candidates_of(model, dataclasses.replace(model.ranker, mention_candidates=0),
-                                                   texts, queries)}
+                                                   texts, queries),
+                   WIDE_BEAM: candidates_of(model, dataclasses.replace(model.ranker, lexical_beam=0), texts, queries)}
         if model.ranker.encoder is not None:  # trained with ranker.encoder: the fusion without that channel too
             sources[WITHOUT_ENCODER] = candidates_of(
                 model, dataclasses.replace(model.ranker, encoder=None, encoder_candidates=0), texts, queries)
