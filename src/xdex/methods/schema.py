@@ -138,7 +138,7 @@ class AuxConfig:
     """DEXA Module I: auxiliary vectors shared by clusters of labels (the ``aux`` section of a recipe)."""
 
     clusters: int | None = None  # K, a power of two; None: from labels_per_cluster
-    labels_per_cluster: float = 8.0  # K ≈ L / this (DEXA's advice: K between L/40 and L/2)
+    labels_per_cluster: float = 64.0  # K ≈ L / this (chosen on validation; DEXA's advice: K between L/40 and L/2)
     head_threshold: int = 0  # head label partitioning: labels with this many training points get their own (0: off)
     clustering: Literal["balanced", "kmeans", "centroids"] = "balanced"  # over label embeddings, or label centroids
     recluster_every: int = 0  # dynamic clusters: re-cluster every this many refreshes (0: fixed); moments carry over
