@@ -5,7 +5,8 @@ one space on each side, so a text's counts are the sum of its words' counts. A c
 words than word occurrences, so cutting each distinct word once and adding up its columns per text
 (:func:`_count_rows`, a compiled loop) gives scikit-learn's vocabulary, idf and rows (tested to the bit) several
 times faster than its analyzer, which cuts every occurrence again in Python: the character block of long texts
-took longer to compute than the word block's classifier took to train (docs/benchmarks.md, "Lexical channel").
+took longer to compute than the word block's classifier took to train (docs/benchmarks.md, "Character n-grams
+counted word by word").
 Written here because scikit-learn has no such path.
 """
 

@@ -6,9 +6,10 @@ What is implemented:
   smoothed idf (``ln((1 + n) / (1 + df)) + 1``), unit-length rows; word unigrams and bigrams (words of one or
   more letters or digits, lower-cased), and character n-grams within word boundaries (``char_wb``) where the
   words of the data are mostly unique (headword-like titles, whose words occur in one text only). With both,
-  the two blocks are stacked side by side (``scipy.sparse.hstack``) and each row is scaled to unit length
-  again. Character n-grams are cut once per distinct word and added up per text (:mod:`xdex.ranking.char_ngrams`:
-  the same vocabulary, idf and rows as scikit-learn's, several times faster on long texts).
+  the two blocks are put side by side (:meth:`FeatureRows.stacked`: the values of ``scipy.sparse.hstack``) and
+  each row is scaled to unit length again. Character n-grams are cut once per distinct word and added up per text
+  (:mod:`xdex.ranking.char_ngrams`: the same vocabulary, idf and rows as scikit-learn's, several times faster on
+  long texts).
 * **The rule for character n-grams** (``analyzer="auto"``, :func:`choose_analyzer`): the *unique-word
   share* of the training texts is the share of their word occurrences whose word occurs in one training
   text only (:func:`unique_word_share`). At or above ``LexicalConfig.unique_word_threshold`` (0.2) the
