@@ -87,6 +87,7 @@ from xdex.atomic import atomic_write_bytes
 from xdex.data.errors import UNREADABLE_NPZ
 from xdex.jsonfile import read_json, write_json
 from xdex.ranking.char_ngrams import CharNgramCounter, fit_char_idf
+from xdex.ranking.xc_file import write_xc_file
 
 logger = logging.getLogger(__name__)
 
@@ -445,7 +446,8 @@ class _NapkinPLT:
 
 
 class _Omikuji:
-    """Omikuji's Parabel / Bonsai forest, trained from a file in the Extreme Classification Repository format."""
+    """Omikuji's Parabel / Bonsai forest, trained from a file in the Extreme Classification Repository format
+    (:mod:`xdex.ranking.xc_file`)."""
 
     def __init__(self, model: Any, config: LexicalConfig) -> None:
         self.model = model
@@ -453,17 +455,11 @@ class _Omikuji:
         self.threads = cores()  # prediction: the texts of a batch split over every core
 
     @classmethod
-    def fit(cls, x: sp.csr_matrix, y: list[list[int]], n_labels: int, config: LexicalConfig,
-            folder: Path) -> _Omikuji:
+    def fit(cls, x: sp.csr_matrix, y: sp.csr_matrix, config: LexicalConfig, folder: Path) -> _Omikuji:
         import omikuji
 
         path = folder / "train.txt"
-        with open(path, "w", encoding="ascii") as f:
-            f.write(f"{x.shape[0]} {x.shape[1]} {n_labels}\n")
-            for i, labels in enumerate(y):
-                start, end = x.indptr[i], x.indptr[i + 1]
-                pairs = " ".join(f"{j}:{v:.6g}" for j, v in zip(x.indices[start:end], x.data[start:end], strict=True))
-                f.write(f"{','.join(map(str, labels))} {pairs}\n")
+        write_xc_file(path, x, y)
         loss, c, trees = config.resolved()
         hp = omikuji.Model.default_hyper_param()
         hp.linear_loss_type = omikuji.LossType.LOG.value if loss == "log" else omikuji.LossType.HINGE.value
@@ -619,16 +615,16 @@ class LexicalModel:
             logger.info("%d of %d training texts have no label or no feature; left out of the classifier",
                         len(texts) - keep.size, len(texts))
         x, y = x[keep], y[keep]
-        rows = [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
         self.n_labels = y.shape[1]
         self.training = {"documents": len(texts), "used": int(keep.size), "fingerprint": _fingerprint(texts, y)}
         with tempfile.TemporaryDirectory(prefix="xdex-lexical-") as tmp:
             work = Path(tmp)
             if self.config.classifier == "napkinxc-plt":
+                rows = [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
                 plt = _NapkinPLT.fit(x, rows, self.config)
                 self._classifier, self._files = plt, _read_tree(plt.path)
             else:
-                self._classifier = _Omikuji.fit(x, rows, self.n_labels, self.config, work)
+                self._classifier = _Omikuji.fit(x, y, self.config, work)
                 self._files = _read_tree(work / CLASSIFIER_DIR)
         logger.info("lexical model: %d features (%s), %d labels, %s", self.n_features, "+".join(self.blocks),
                     self.n_labels, self.config.classifier)
