@@ -13,8 +13,11 @@ from xdex.ranking.lexical import LexicalConfig, TfidfTransform, _vectorizer
 ODD_TEXTS = ["", "   ", "a", "A b\tc\nd", "Ünïcode  wörds ß ß", "x" * 12, "straße café déjà-vu", "a a a a"]
 
 
-def char_vectorizer(lo: int, hi: int, min_df: int, vocabulary: list[str] | None = None) -> TfidfVectorizer:
-    return _vectorizer("char", LexicalConfig(char_ngrams=(lo, hi), min_df=min_df), vocabulary)
+def char_vectorizer(lo: int, hi: int, min_df: int, vocabulary: list[str] | None = None,
+                    max_df: float | int = 1.0) -> TfidfVectorizer:
+    vectorizer = _vectorizer("char", LexicalConfig(char_ngrams=(lo, hi), min_df=min_df), vocabulary)
+    vectorizer.max_df = max_df
+    return vectorizer
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +43,12 @@ def test_counts_by_hand():
     assert [a[2].tolist() for a in alone] == [[2, 2, 2], [1, 1]]
 
 
-@pytest.mark.parametrize("lo, hi, min_df", [(2, 5, 2), (1, 3, 1), (3, 4, 3)])
-def test_fit_gives_scikit_learns_vocabulary_and_idf(texts, lo, hi, min_df):
-    reference = char_vectorizer(lo, hi, min_df).fit(texts)
-    terms, idf = fit_char_idf(texts, char_vectorizer(lo, hi, min_df))
+@pytest.mark.parametrize("lo, hi, min_df, max_df", [(2, 5, 2, 1.0), (1, 3, 1, 1.0), (3, 4, 3, 1.0), (2, 5, 2, 0.05),
+                                                   (1, 3, 1, 0.5), (3, 4, 2, 40)])
+def test_fit_gives_scikit_learns_vocabulary_and_idf(texts, lo, hi, min_df, max_df):
+    reference = char_vectorizer(lo, hi, min_df, max_df=max_df).fit(texts)
+    terms, idf = fit_char_idf(texts, char_vectorizer(lo, hi, min_df, max_df=max_df))
+    assert max_df == 1.0 or len(terms) < len(char_vectorizer(lo, hi, min_df).fit(texts).vocabulary_)
     assert terms == sorted(reference.vocabulary_, key=reference.vocabulary_.__getitem__)
     assert idf.dtype == reference.idf_.dtype
     np.testing.assert_array_equal(idf, reference.idf_)
@@ -85,6 +90,8 @@ def test_what_fit_does_not_take_is_refused():
     with pytest.raises(ValueError, match="max_features"):
         fit_char_idf(["ab"], TfidfVectorizer(analyzer="char_wb", max_features=5))
     with pytest.raises(ValueError, match="min_df=3"):
-        fit_char_idf(["abc", "xyz"], char_vectorizer(2, 3, 3))
+        fit_char_idf(["abc", "xyz", "qqq"], char_vectorizer(2, 3, 3))
     with pytest.raises(ValueError, match="no word"):
         fit_char_idf(["", "  "], char_vectorizer(2, 3, 1))
+    with pytest.raises(ValueError, match="max_df corresponds to < documents than min_df"):
+        fit_char_idf(["abc", "abd", "abe"], char_vectorizer(2, 3, 2, max_df=0.5))

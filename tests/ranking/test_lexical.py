@@ -92,6 +92,27 @@ def test_features_equal_scikit_learns_transform(demo):
     assert ours.has_sorted_indices and ours.dtype == np.float32
 
 
+def test_character_ngrams_in_too_many_texts_are_left_out():
+    """``char_max_df``: a character n-gram in more than that share of the texts is dropped (never below min_df
+    texts); the words are not touched, and both paths to the vocabulary (word by word, scikit-learn's) agree."""
+    texts = ["ab xy", "ab zz", "ab qq", "cd qq"]  # " a", "ab", "b ": 3 of 4 texts
+    y = labels_of([[0], [1], [0], [1]], 2)
+    kept = {}
+    for max_features in (None, 10_000):
+        config = LexicalConfig(analyzer="word+char", min_df=1, char_ngrams=(2, 2), char_max_df=0.5,
+                               max_features=max_features, classifier="napkinxc-plt")
+        model = LexicalModel(config).fit(texts, y)
+        words, chars = (set(v.vocabulary_) for v in model.vectorizers)
+        assert "ab" in words and {" a", "ab", "b "}.isdisjoint(chars) and {"qq", " q", " c"} <= chars
+        kept[max_features] = chars
+    assert kept[None] == kept[10_000]
+    tiny = LexicalModel(LexicalConfig(analyzer="char", min_df=2, char_ngrams=(2, 2), char_max_df=0.01,
+                                      classifier="napkinxc-plt")).fit(texts, y)
+    assert set(tiny.vectorizers[0].vocabulary_) == {" q", "qq", "q "}  # at most min_df = 2 texts
+    with pytest.raises(ValueError, match="char_max_df"):
+        LexicalConfig(char_max_df=0.0)
+
+
 def test_unique_word_share_by_hand():
     assert unique_word_share(["apple pie", "apple tart"]) == pytest.approx(2 / 4)  # pie and tart: once each
     assert unique_word_share(["red apple", "red apple", "red pie pie"]) == pytest.approx(2 / 7)  # pie: one text

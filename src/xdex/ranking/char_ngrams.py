@@ -44,12 +44,15 @@ def word_ngrams(word: str, lo: int, hi: int) -> list[str]:
 
 def fit_char_idf(texts: Sequence[str], vectorizer: TfidfVectorizer) -> tuple[list[str], np.ndarray]:
     """The terms (in column order) and idf that ``vectorizer.fit(texts)`` would give, for an unfitted ``char_wb``
-    vectorizer with an integer ``min_df``, ``max_df=1.0`` and no ``max_features``; ``ValueError`` when no term is
-    kept, as scikit-learn raises."""
-    if vectorizer.analyzer != "char_wb" or vectorizer.max_features is not None or vectorizer.max_df != 1.0:
-        raise ValueError("fit_char_idf: a char_wb vectorizer without max_features and max_df is expected")
+    vectorizer with an integer ``min_df``, any ``max_df`` and no ``max_features``; ``ValueError`` where
+    scikit-learn raises one (no term kept, ``max_df`` below ``min_df``)."""
+    if vectorizer.analyzer != "char_wb" or vectorizer.max_features is not None:
+        raise ValueError("fit_char_idf: a char_wb vectorizer without max_features is expected")
     if not isinstance(vectorizer.min_df, int) or vectorizer.min_df < 1:
         raise ValueError(f"fit_char_idf: min_df must be a positive integer, got {vectorizer.min_df!r}")
+    max_df = vectorizer.max_df if isinstance(vectorizer.max_df, int) else vectorizer.max_df * len(texts)
+    if max_df < vectorizer.min_df:
+        raise ValueError("max_df corresponds to < documents than min_df")
     lo, hi = vectorizer.ngram_range
     grams: dict[str, int] = {}
     table = _WordTable(lambda word: [grams.setdefault(g, len(grams)) for g in word_ngrams(word, lo, hi)])
@@ -58,9 +61,9 @@ def fit_char_idf(texts: Sequence[str], vectorizer: TfidfVectorizer) -> tuple[lis
         raise ValueError("empty vocabulary; the texts have no word")
     df = np.bincount(columns, minlength=len(grams))
     names = list(grams)
-    terms = sorted(names[j] for j in np.flatnonzero(df >= vectorizer.min_df))
+    terms = sorted(names[j] for j in np.flatnonzero((df >= vectorizer.min_df) & (df <= max_df)))
     if not terms:
-        raise ValueError(f"no term occurs in at least min_df={vectorizer.min_df} texts")
+        raise ValueError(f"no term occurs in at least min_df={vectorizer.min_df} and at most max_df={max_df:g} texts")
     position = np.full(len(grams), -1, np.int64)
     position[[grams[t] for t in terms]] = np.arange(len(terms))
     kept = position[columns] >= 0

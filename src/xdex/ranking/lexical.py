@@ -128,6 +128,10 @@ class LexicalConfig:
     """Smallest and largest character n-gram (within word boundaries, ``char_wb``)."""
     min_df: int = 2
     """A term is kept when it occurs in at least this many training texts."""
+    char_max_df: float = 1.0
+    """A character n-gram is kept when it occurs in at most this share of the training texts (never fewer than
+    ``min_df`` texts); the n-grams of common words, which the word block carries anyway, are most of a long text's
+    character nonzeros and of the classifier's training time."""
     max_features: int | None = None
     """At most this many terms per analyzer (the most frequent), or no limit."""
     unique_word_threshold: float = 0.2
@@ -170,6 +174,8 @@ class LexicalConfig:
             raise ValueError("max_features and trees must be positive (or None)")
         if (self.c is not None and not self.c > 0) or not 0 <= self.unique_word_threshold <= 1:
             raise ValueError("c must be positive, unique_word_threshold in [0, 1]")
+        if not 0 < self.char_max_df <= 1:
+            raise ValueError(f"char_max_df {self.char_max_df!r}: expected a share of the texts, in (0, 1]")
 
     def training_threads(self) -> int:
         """``threads``, or its default for the classifier (``threads``' docstring)."""
@@ -578,6 +584,8 @@ class LexicalModel:
         self.blocks, self.vectorizers, self._transforms = [], [], []
         for block in blocks:
             vectorizer = _vectorizer(block, self.config)
+            if block == "char" and self.config.char_max_df < 1:
+                vectorizer.max_df = max(int(self.config.char_max_df * len(texts)), self.config.min_df)
             try:
                 if block == "char" and self.config.max_features is None:
                     terms, idf = fit_char_idf(texts, vectorizer)  # scikit-learn's fit, word by word
