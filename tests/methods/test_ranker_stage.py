@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import threading
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from xdex.data import Split, load
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.pipeline import train
-from xdex.methods.ranker import LexicalFits, rank_key, served
+from xdex.methods.ranker import rank_key, served
 from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
@@ -240,11 +239,8 @@ def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path,
     class Stopped(Exception):
         pass
 
-    def stop(self, resume=False):  # the run ends once the lexical channel is fitted, before the network trains
-        for thread in threading.enumerate():
-            if thread.name == "xdex-lexical-fit":
-                thread.join()
-        raise Stopped
+    def stop(self, resume=False):
+        raise Stopped  # the run ends once the lexical channel is fitted, before the network trains
     with monkeypatch.context() as patch:
         patch.setattr(pipeline.Trainer, "fit", stop)
         with pytest.raises(Stopped):
@@ -268,54 +264,3 @@ def test_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_pr
     assert served(figures((25, 20), (25, 21), (20, 19)), "P@1") == "dense"
     assert served(figures((20, 20), (25, 21), (26, 19)), "P@1") == "lexical"
     assert served(figures((20, 20), (25, 21), (25, 21)), "P@1") == "dense"  # all equal: the network's own
-
-
-# --- the lexical channel fitted beside the network -----------------------------------------------------------
-
-class _Fitted:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.refitted_on: tuple | None = None
-        self.thread = threading.current_thread().name
-
-    def refit(self, texts, labels):
-        refitted = _Fitted(f"{self.name}, refitted")
-        refitted.refitted_on = (texts, labels)
-        return refitted
-
-
-def test_lexical_fits_run_on_a_thread_of_their_own_fit_then_refit():
-    release = threading.Event()
-
-    def fit():
-        release.wait(10)  # the caller goes on meanwhile
-        return _Fitted("first"), {"kept": "word"}
-
-    fits = LexicalFits.started(fit, (["a", "b"], "labels"))
-    assert not fits.fitted.done()
-    release.set()
-    model, record = fits.fitted.result(10)
-    assert model.name == "first" and record == {"kept": "word"} and model.thread == "xdex-lexical-fit"
-    refitted = fits.refitted.result(10)
-    assert refitted.name == "first, refitted" and refitted.refitted_on == (["a", "b"], "labels")
-    alone = LexicalFits.started(lambda: (_Fitted("only"), None), None)
-    assert alone.refitted.result(10) is alone.fitted.result(10)[0]  # no refit: the first model stays
-
-
-def test_a_failed_lexical_fit_is_raised_to_whoever_waits_for_it():
-    def fit():
-        raise ValueError("no TF-IDF feature occurs in at least min_df=2 training texts")
-
-    fits = LexicalFits.started(fit, (["a"], "labels"))
-    for future in (fits.fitted, fits.refitted):
-        with pytest.raises(ValueError, match="min_df=2"):
-            future.result(10)
-
-    class Unfit(_Fitted):
-        def refit(self, texts, labels):
-            raise RuntimeError("refit failed")
-
-    fits = LexicalFits.started(lambda: (Unfit("first"), None), (["a"], "labels"))
-    assert fits.fitted.result(10)[0].name == "first"
-    with pytest.raises(RuntimeError, match="refit failed"):
-        fits.refitted.result(10)

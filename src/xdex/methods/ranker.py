@@ -1,10 +1,10 @@
 """The ranking stage on the pipeline (``ranking/``), for every recipe with a ``ranker`` section (``configs/base.yaml``
-gives every recipe one; ``ranker: null`` turns it off): while the network trains, the lexical channel is fitted on
-the training documents on a thread of its own (:class:`LexicalFits`), and each validation of the fit scores the
-fused ranking, so the epoch kept is the one whose served ranking is best; after the fit, the fusion is fitted on the
-validation documents' candidates and the model's default ranking chosen (the fused one, unless a channel alone does
-better on validation); the lexical channel refitted on the training and validation documents together
-(``ranker.refit``, on the same thread once the first fit is done) and the labels' priors take their places.
+gives every recipe one; ``ranker: null`` turns it off): before the fit, the lexical channel is fitted on the
+training documents, and each validation of the fit scores the fused ranking, so the epoch kept is the one whose
+served ranking is best; after the fit, the fusion is fitted on the validation documents' candidates and the
+model's default ranking chosen (the fused one, unless a channel alone does better on validation); then the
+lexical channel and the labels' priors are refitted on the training and validation documents together
+(``ranker.refit``).
 
 Every input of the fusion is honest: the network and the lexical model are fitted without the validation
 documents, so their scores on them look like their scores on new texts. The validation figures it records are
@@ -19,11 +19,6 @@ fitted on.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -71,9 +66,8 @@ def check_ranker(config: RecipeConfig) -> None:
 
 
 def prepare_ranker(run: Run) -> None:
-    """The before-fit stage: start fitting the lexical channel (it does not depend on the network) on a thread of its
-    own, so that it trains while the network does (:class:`LexicalFits`), and have every validation of the fit score
-    the ranking the model will serve, so the epoch is chosen on it (:func:`validation_scorer`)."""
+    """The before-fit stage: fit the lexical channel (it does not depend on the network) and have every validation
+    of the fit score the ranking the model will serve, so the epoch is chosen on it (:func:`validation_scorer`)."""
     config = run.config.section("ranker")
     assert config is not None  # the plug-in is active
     valid = run.validation
@@ -81,133 +75,53 @@ def prepare_ranker(run: Run) -> None:
         return
     folder = run.training_folder() / LEXICAL_DIR  # a resumed run goes on with the lexical model it fitted
     choice = run.training_folder() / LEXICAL_CHOICE
-    lexical_config = LexicalConfig.from_dict({"seed": run.config.trainer.seed, **config.lexical})
-    refit = None
-    if config.refit:  # every labelled training document; validation documents with all their labels
-        assert run.dataset is not None  # a pipeline run has its dataset
-        rows = np.flatnonzero(np.diff(run.dataset.train.labels.indptr) > 0)
-        refit = [run.dataset.train.texts[i] for i in rows], run.dataset.train.labels[rows]
     if run.resume and (folder / "meta.json").is_file():
         lexical = LexicalModel.load(folder)
         log.info("lexical channel read from %s", folder)
-        record = read_json(choice) if choice.is_file() else None  # and the choice it made
-        run.shared["lexical"] = LexicalFits.started(lambda: (lexical, record), refit)
+        if choice.is_file():  # and records the choice it made
+            run.meta["lexical_features"] = read_json(choice)
     else:
-        def fit() -> tuple[LexicalModel, dict | None]:
-            figures: dict[str, dict[str, float]] = {}
+        lexical_config = LexicalConfig.from_dict({"seed": run.config.trainer.seed, **config.lexical})
+        figures: dict[str, dict[str, float]] = {}
 
-            def rank(model: LexicalModel) -> tuple[float, ...]:  # the feature sets' lexical rankings of validation
-                figures["+".join(model.blocks)] = lexical_figures(model, valid, run.config.data.eval_ks)
-                return rank_key(figures["+".join(model.blocks)], run.config.trainer.select_metric)
+        def rank(model: LexicalModel) -> tuple[float, ...]:  # the feature sets' lexical rankings of validation
+            figures["+".join(model.blocks)] = lexical_figures(model, valid, run.config.data.eval_ks)
+            return rank_key(figures["+".join(model.blocks)], run.config.trainer.select_metric)
 
-            lexical, tried = fit_choosing_features(lexical_config, run.query_texts, run.train_labels, rank)
-            record = {"kept": "+".join(lexical.blocks), "validation": figures} if tried else None
-            if record is not None:
-                write_json(choice, record)
-            lexical.save(folder)
-            return lexical, record
-
-        run.shared["lexical"] = LexicalFits.started(fit, refit)
+        lexical, tried = fit_choosing_features(lexical_config, run.query_texts, run.train_labels, rank)
+        if tried:
+            run.meta["lexical_features"] = {"kept": "+".join(lexical.blocks), "validation": figures}
+            write_json(choice, run.meta["lexical_features"])
+        lexical.save(folder)
     run.checkpoints += [folder, choice]  # removed once the model directory (ranker/lexical) is written
-    if config.encoder is not None:  # the text channels read the label texts the model will hold, as served
-        run.shared["encoder"] = EncoderChannel.fit(config.encoder, run.label_texts)
-        log.info("encoder channel: %s, %d label texts embedded", config.encoder, run.shared["encoder"].n_labels)
+    encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
+    if config.encoder is not None:
+        encoder = EncoderChannel.fit(config.encoder, run.label_texts)
+        log.info("encoder channel: %s, %d label texts embedded", config.encoder, encoder.n_labels)
+    ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
+                    lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates,
+                    lexical_beam=config.lexical_beam,
+                    encoder=encoder, encoder_candidates=config.encoder_candidates if encoder is not None else 0)
+    run.shared["ranker"] = ranker
+    run.shared["channels"] = ranker.text_channels(run.label_texts)
     if config.select_epoch:
-        run.validation_scorer = validation_scorer(run)
+        run.validation_scorer = validation_scorer(run, ranker)
 
 
-class LexicalFits:
-    """The lexical channel fitted on a thread of its own while the network trains: first on the fitted training
-    documents (:attr:`fitted`: the model and the record of the feature sets it tried), then, with ``refit``
-    (texts, labels), again on every training document (:attr:`refitted`), the feature blocks kept.
-
-    A bag-of-embeddings network steps on one core (``xdex.train.threads``), so the other cores are free for the
-    lexical channel, which used to be fitted before the network's training and refitted after it. The classifier
-    library keeps its own thread count (every core for Omikuji: a validation waiting for the channel then waits
-    less). The thread is a daemon: a run that stops does not wait for it (what it saves is written atomically).
-    """
-
-    def __init__(self) -> None:
-        self.fitted: Future[tuple[LexicalModel, dict | None]] = Future()
-        self.refitted: Future[LexicalModel] = Future()
-
-    @classmethod
-    def started(cls, fit: Callable[[], tuple[LexicalModel, dict | None]],
-                refit: tuple[list[str], sp.csr_matrix] | None) -> LexicalFits:
-        fits = cls()
-
-        def work() -> None:
-            try:
-                fits.fitted.set_result(fit())
-            except BaseException as e:  # handed to the thread that waits for it
-                fits.fitted.set_exception(e)
-                fits.refitted.set_exception(e)
-                return
-            if refit is None:
-                fits.refitted.set_result(fits.fitted.result()[0])
-                return
-            try:
-                started = time.perf_counter()
-                model = fits.fitted.result()[0].refit(*refit)
-                log.info("lexical channel refitted on %d training and validation documents (%.1f s)", len(refit[0]),
-                         time.perf_counter() - started)
-                fits.refitted.set_result(model)
-            except BaseException as e:
-                fits.refitted.set_exception(e)
-
-        threading.Thread(target=work, name="xdex-lexical-fit", daemon=True).start()
-        return fits
-
-
-def _waited(future: Future[Any], what: str) -> Any:
-    """``future``'s result, logging how long the caller waited for it."""
-    if future.done():
-        return future.result()
-    started = time.perf_counter()
-    log.info("waiting for the %s", what)
-    result = future.result()
-    log.info("waited %.1f s for the %s", time.perf_counter() - started, what)
-    return result
-
-
-def _ranker(run: Run) -> Ranker | None:
-    """The stage's ranker (None where :func:`prepare_ranker` started none), made at first use: once the lexical channel
-    is fitted on the fitted documents."""
-    ranker = run.shared.get("ranker")
-    if ranker is None and "lexical" in run.shared:
-        config = run.config.section("ranker")
-        lexical, record = _waited(run.shared["lexical"].fitted, "lexical channel")
-        if record is not None:
-            run.meta["lexical_features"] = record
-        encoder = run.shared.get("encoder")
-        ranker = Ranker(lexical, label_prior(run.train_labels), dense_candidates=config.dense_candidates,
-                        lexical_candidates=config.lexical_candidates, mention_candidates=config.mention_candidates,
-                        lexical_beam=config.lexical_beam, encoder=encoder,
-                        encoder_candidates=config.encoder_candidates if encoder is not None else 0)
-        run.shared["ranker"] = ranker
-        run.shared["channels"] = ranker.text_channels(run.label_texts)
-    return ranker
-
-
-def validation_scorer(run: Run):
+def validation_scorer(run: Run, ranker: Ranker):
     """Validation metrics of the fused ranking (cross-fitted) from validation query vectors ``q`` and label
-    vectors ``z``; the network's own ranking's metrics are added as ``dense_<metric>``. What does not change from one
-    epoch to the next (the lexical shortlist, what the text channels see) is computed at the first call."""
+    vectors ``z``; the network's own ranking's metrics are added as ``dense_<metric>``."""
     config, valid = run.config.section("ranker"), run.validation
     assert valid is not None
+    lexical_shortlist = ranker.lexical_shortlist(valid.texts)  # the same at every epoch: computed once
+    channels = run.shared.get("channels")
+    evidence = channels.read(valid.texts) if channels is not None else None  # so is what the text channels see
     inv_propensity = inverse_propensity(run.train_labels)
-    fixed: dict[str, Any] = {}
 
     def score(q: np.ndarray, z: np.ndarray) -> dict[str, float]:
-        ranker = _ranker(run)
-        assert ranker is not None
-        channels = run.shared.get("channels")
-        if not fixed:
-            fixed["lexical"] = ranker.lexical_shortlist(valid.texts)
-            fixed["evidence"] = channels.read(valid.texts) if channels is not None else None
         heads = run.net.head_scores if run.net is not None else None  # the network being trained
-        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=fixed["lexical"], heads=heads,
-                                  channels=channels, evidence=fixed["evidence"])
+        found = ranker.candidates(valid.texts, q, z, lambda ids: z[ids], lexical=lexical_shortlist, heads=heads,
+                                  channels=channels, evidence=evidence)
         try:
             figures = cross_fitted(found, valid, run.config.data.eval_ks, config.fusion_c, run.config.trainer.seed,
                                    inv_propensity, config.fusion)
@@ -223,7 +137,7 @@ def fit_ranker(run: Run) -> None:
     """The after-fit stage: ``run.ranker`` from the trained ``run.net`` (module docstring)."""
     config = run.config.section("ranker")
     assert config is not None and run.net is not None  # the plug-in is active; the network is trained
-    ranker, valid = _ranker(run), run.validation
+    ranker, valid = run.shared.get("ranker"), run.validation
     if ranker is None or valid is None:
         if is_main() and valid is None:
             log.warning("no validation documents (data.validation_size is 0): the ranking stage is not fitted")
@@ -245,11 +159,13 @@ def fit_ranker(run: Run) -> None:
     ranker.served = served(figures, run.config.trainer.select_metric)
     log.info("the model serves its %s ranking (the best on validation by %s)", ranker.served,
              run.config.trainer.select_metric)
-    if config.refit:  # fitted while the network trained (LexicalFits)
+    if config.refit:  # every labelled training document; validation documents with all their labels
         assert run.dataset is not None  # a pipeline run has its dataset
-        ranker.lexical = _waited(run.shared["lexical"].refitted, "lexical channel's refit")
-        ranker.prior = label_prior(run.dataset.train.labels[np.diff(run.dataset.train.labels.indptr) > 0])
-        log.info("lexical channel and label priors refitted on the training and validation documents")
+        rows = np.flatnonzero(np.diff(run.dataset.train.labels.indptr) > 0)
+        labels = run.dataset.train.labels[rows]
+        ranker.lexical = ranker.lexical.refit([run.dataset.train.texts[i] for i in rows], labels)
+        ranker.prior = label_prior(labels)
+        log.info("lexical channel and label priors refitted on %d training and validation documents", len(rows))
     run.ranker = ranker
 
 
