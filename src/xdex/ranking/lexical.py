@@ -131,7 +131,8 @@ class LexicalConfig:
     char_max_df: float = 1.0
     """A character n-gram is kept when it occurs in at most this share of the training texts (never fewer than
     ``min_df`` texts); the n-grams of common words, which the word block carries anyway, are most of a long text's
-    character nonzeros and of the classifier's training time."""
+    character nonzeros and of the classifier's training time. 1.0 keeps them all: 0.05 halved a long-text fit and
+    lost up to 2 P@1 on validation (docs/benchmarks.md, "Character n-grams of too many texts")."""
     max_features: int | None = None
     """At most this many terms per analyzer (the most frequent), or no limit."""
     unique_word_threshold: float = 0.2
