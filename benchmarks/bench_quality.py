@@ -112,17 +112,12 @@ def omikuji_forest(dataset: Dataset, k: int, workdir: Path, bonsai: bool) -> tup
     import omikuji
 
     from xdex.metrics import Ranking
+    from xdex.ranking.xc_file import write_xc_file
 
     start = time.perf_counter()
     x_train, x_test = tfidf_features(dataset)
     path = workdir / "train.txt"  # Omikuji trains from a file in the Extreme Classification Repository format
-    y = dataset.train.labels
-    with open(path, "w", encoding="ascii") as f:
-        f.write(f"{x_train.shape[0]} {x_train.shape[1]} {y.shape[1]}\n")
-        for i, labels in enumerate(label_lists(y)):
-            row = x_train[i]  # no trailing space after the labels of a row without features: Omikuji rejects it
-            f.write(" ".join([",".join(map(str, labels)), *(f"{j}:{v:.6g}" for j, v in zip(row.indices, row.data))]))
-            f.write("\n")
+    write_xc_file(path, x_train, dataset.train.labels)
     settings = omikuji.Model.default_hyper_param()
     if bonsai:
         settings.cluster_k, settings.cluster_balanced, settings.max_depth = 100, False, 3

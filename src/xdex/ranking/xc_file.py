@@ -49,8 +49,8 @@ def _mantissa(value: float, exponent: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def _put_float(out: np.ndarray, at: int, value: float) -> int:
-    """``value`` (a finite float32, widened) as ``[-]M[eE]``: M of at most nine significant digits, rounded to
-    nearest, so that the text reads back as the same float32. Returns the position after it."""
+    """``value`` (a finite float32, widened) as ``[-]M`` or ``[-]MeE``: M of at most nine significant digits,
+    rounded to nearest, so that the text reads back as the same float32. Returns the position after it."""
     if value == 0.0:
         out[at] = 48
         return at + 1
@@ -84,7 +84,8 @@ def _put_float(out: np.ndarray, at: int, value: float) -> int:
 @numba.njit(cache=True, nogil=True)
 def _lines(start: int, end: int, x_indptr: np.ndarray, x_indices: np.ndarray, x_data: np.ndarray,
            y_indptr: np.ndarray, y_indices: np.ndarray, out: np.ndarray) -> int:
-    """Rows ``start .. end - 1`` as lines at the start of ``out``; returns their length in bytes."""
+    """Rows ``start .. end - 1`` as lines at the start of ``out``; returns their length in bytes. A row without
+    features ends after its labels: Omikuji rejects a trailing space."""
     at = 0
     for i in range(start, end):
         for e in range(y_indptr[i], y_indptr[i + 1]):
