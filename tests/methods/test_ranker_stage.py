@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 
 import numpy as np
@@ -225,6 +226,30 @@ def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
     assert record["kept"] == better
     assert "+".join(model.ranker.lexical.blocks) == better  # served, refitted with the same features
     assert DualEncoderModel.load(tmp_path / "model").meta["lexical_features"] == record
+
+
+def test_the_refit_beside_the_training_gives_the_inline_refit(demo, tmp_path, monkeypatch, caplog):
+    """A first lexical fit of at least ``BACKGROUND_REFIT_S`` has its refit run in a child process while the network
+    trains: the model directory then holds the lexical channel an inline refit gives (napkinXC: seeded)."""
+    from xdex.methods import ranker as stage
+
+    n = 800
+    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200",
+                                             "encoder.dim=32", "ranker.lexical.classifier=napkinxc-plt"])
+    models = {}
+    for name, threshold in (("inline", float("inf")), ("background", 0.0)):
+        monkeypatch.setattr(stage, "BACKGROUND_REFIT_S", threshold)
+        with caplog.at_level(logging.INFO, logger="xdex.methods.ranker"):
+            caplog.clear()
+            models[name] = train(part, recipe, tmp_path / name)
+        assert ("in a background process" in caplog.text) == (name == "background")
+    inline, background = (models[name].ranker.lexical for name in ("inline", "background"))
+    assert background._files == inline._files and background.config == inline.config
+    assert background.training["documents"] == inline.training["documents"] == n  # training + validation
+    files = {name: json.loads((tmp_path / name / "ranker" / "lexical" / "meta.json").read_text())["files"]
+             for name in models}
+    assert files["background"] == files["inline"]
 
 
 def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ from xdex.methods.run import ranking_metrics, validation_metrics
 from xdex.methods.schema import RankerConfig, RecipeConfig
 from xdex.metrics.propensity import inverse_propensity
 from xdex.metrics.ranking import PAD, Ranking, positive_csr
+from xdex.ranking.background import BackgroundFit
 from xdex.ranking.encoder_channel import EncoderChannel, sentence_encoder
 from xdex.ranking.fusion import FEATURES, FORMS, Candidates, LogisticFusion, label_prior
 from xdex.ranking.lexical import LexicalConfig, LexicalModel, fit_choosing_features
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 LEXICAL_DIR = "lexical"  # the lexical channel of an unfinished run, in its training folder
 LEXICAL_CHOICE = "lexical_features.json"  # beside it: the feature sets tried on validation, for meta.json
+BACKGROUND_REFIT_S = 10.0  # a first fit at least this long has its refit run beside the training (a process start
+# and its imports take about 2 s of the other core)
 
 
 def check_ranker(config: RecipeConfig) -> None:
@@ -94,6 +97,11 @@ def prepare_ranker(run: Run) -> None:
             write_json(choice, run.meta["lexical_features"])
         lexical.save(folder)
     run.checkpoints += [folder, choice]  # removed once the model directory (ranker/lexical) is written
+    if config.refit and lexical.training.get("seconds", 0.0) >= BACKGROUND_REFIT_S:
+        texts, labels = refit_documents(run)
+        run.shared["lexical_refit"] = BackgroundFit(lexical.refit_config(), texts, labels)
+        log.info("the lexical channel is refitted on %d training and validation documents in a background process "
+                 "while the network trains", len(texts))
     encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
     if config.encoder is not None:
         encoder = EncoderChannel.fit(config.encoder, run.label_texts)
@@ -142,9 +150,9 @@ def fit_ranker(run: Run) -> None:
         if is_main() and valid is None:
             log.warning("no validation documents (data.validation_size is 0): the ranking stage is not fitted")
         return
-    _, _, labels = run.inputs()
+    _, _, label_tokens = run.inputs()
     batch = run.config.sampling.embed_batch_size
-    z = run.net.label_vectors(labels, batch).numpy()  # what the model directory's index will hold
+    z = run.net.label_vectors(label_tokens, batch).numpy()  # what the model directory's index will hold
     found = ranker.candidates(valid.texts, run.net.text_vectors(valid.texts, batch).numpy(), z, lambda ids: z[ids],
                               heads=run.net.head_scores, channels=run.shared.get("channels"))
     try:
@@ -154,19 +162,28 @@ def fit_ranker(run: Run) -> None:
                                            config.fusion)
     except ValueError as e:  # e.g. no validation document has a relevant label among its candidates
         log.warning("the ranking stage is left out of the model: %s", e)
+        if "lexical_refit" in run.shared:
+            run.shared.pop("lexical_refit").cancel()
         return
     run.meta["ranker"] = figures
     ranker.served = served(figures, run.config.trainer.select_metric)
     log.info("the model serves its %s ranking (the best on validation by %s)", ranker.served,
              run.config.trainer.select_metric)
-    if config.refit:  # every labelled training document; validation documents with all their labels
-        assert run.dataset is not None  # a pipeline run has its dataset
-        rows = np.flatnonzero(np.diff(run.dataset.train.labels.indptr) > 0)
-        labels = run.dataset.train.labels[rows]
-        ranker.lexical = ranker.lexical.refit([run.dataset.train.texts[i] for i in rows], labels)
+    if config.refit:
+        texts, labels = refit_documents(run)
+        background = run.shared.pop("lexical_refit", None)
+        ranker.lexical = background.result() if background is not None else ranker.lexical.refit(texts, labels)
         ranker.prior = label_prior(labels)
-        log.info("lexical channel and label priors refitted on %d training and validation documents", len(rows))
+        log.info("lexical channel and label priors refitted on %d training and validation documents", len(texts))
     run.ranker = ranker
+
+
+def refit_documents(run: Run) -> tuple[list[str], sp.csr_matrix]:
+    """What the lexical channel and the label priors are refitted on: every labelled training document, the
+    validation documents with all their labels."""
+    assert run.dataset is not None  # a pipeline run has its dataset
+    rows = np.flatnonzero(np.diff(run.dataset.train.labels.indptr) > 0)
+    return [run.dataset.train.texts[i] for i in rows], run.dataset.train.labels[rows]
 
 
 def scored_only(found: Candidates, pairs: sp.csr_matrix | None) -> Candidates:

@@ -71,6 +71,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -611,6 +612,7 @@ class LexicalModel:
         Texts without a label or without a feature carry nothing to learn from and are left out of the
         classifier's training.
         """
+        start = time.perf_counter()
         y = sp.csr_matrix(labels)
         if y.shape[0] != len(texts):
             raise ValueError(f"{len(texts)} texts but {y.shape[0]} label rows")
@@ -625,7 +627,6 @@ class LexicalModel:
                         len(texts) - keep.size, len(texts))
         x, y = x[keep], y[keep]
         self.n_labels = y.shape[1]
-        self.training = {"documents": len(texts), "used": int(keep.size), "fingerprint": _fingerprint(texts, y)}
         with tempfile.TemporaryDirectory(prefix="xdex-lexical-") as tmp:
             work = Path(tmp)
             if self.config.classifier == "napkinxc-plt":
@@ -635,15 +636,21 @@ class LexicalModel:
             else:
                 self._classifier = _Omikuji.fit(x, y, self.config, work)
                 self._files = _read_tree(work / CLASSIFIER_DIR)
+        self.training = {"documents": len(texts), "used": int(keep.size), "fingerprint": _fingerprint(texts, y),
+                         "seconds": round(time.perf_counter() - start, 2)}
         logger.info("lexical model: %d features (%s), %d labels, %s", self.n_features, "+".join(self.blocks),
                     self.n_labels, self.config.classifier)
         return self
 
     def refit(self, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array) -> LexicalModel:
         """A new model with this one's settings and feature blocks (not chosen again), fitted on other documents."""
+        return LexicalModel(self.refit_config()).fit(texts, labels)
+
+    def refit_config(self) -> LexicalConfig:
+        """This model's settings with its feature blocks fixed: what :meth:`refit` fits with."""
         if not self.blocks:
             raise RuntimeError("the lexical model is not fitted")
-        return LexicalModel(dataclasses.replace(self.config, analyzer="+".join(self.blocks))).fit(texts, labels)
+        return dataclasses.replace(self.config, analyzer="+".join(self.blocks))
 
     def predict(self, texts: Sequence[str], k: int, beam: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` labels of each text: ids (int64 ``[n, k]``, ``-1`` padding) and scores (float32, ``-inf``
