@@ -177,6 +177,8 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 
 
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
+    n = 3000  # a part of the training documents: four trainings
+    demo = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
     small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")

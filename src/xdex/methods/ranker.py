@@ -4,7 +4,9 @@ training documents, and each validation of the fit scores the fused ranking, so 
 served ranking is best; after the fit, the fusion is fitted on the validation documents' candidates and the
 model's default ranking chosen (the fused one, unless a channel alone does better on validation); then the
 lexical channel and the labels' priors are refitted on the training and validation documents together
-(``ranker.refit``).
+(``ranker.refit``). The refit depends on neither the network nor the fusion, so where the first fit took
+``BACKGROUND_REFIT_S`` or more it starts before the training, in a child process that works beside it
+(:class:`xdex.ranking.background.BackgroundFit`), and the after-fit stage collects it.
 
 Every input of the fusion is honest: the network and the lexical model are fitted without the validation
 documents, so their scores on them look like their scores on new texts. The validation figures it records are

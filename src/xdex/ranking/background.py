@@ -14,6 +14,7 @@ a killed training leaves nothing running.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 CONFIG, TEXTS, LABELS, ERRORS, MODEL_DIR = "config.json", "texts.json", "labels.npz", "stderr.txt", "model"
 PARENT_CHECK_S = 1.0  # how often the child looks whether its parent is still there
+NICE = 10  # the child's scheduling priority, below the caller's
 
 
 class BackgroundFit:
@@ -98,6 +100,8 @@ def main(argv: Sequence[str]) -> None:
     """The child: ``FOLDER PARENT_PID``; fits the model of the folder's inputs and saves it there."""
     folder, parent = Path(argv[0]), int(argv[1])
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    with contextlib.suppress(AttributeError, OSError):  # where the system has no nice value, none is set
+        os.nice(NICE)  # the caller's work (the training) is the run's critical path: a shared core goes to it first
     config = LexicalConfig.from_dict(read_json(folder / CONFIG))
     model = LexicalModel(config).fit(read_json(folder / TEXTS), sp.csr_matrix(sp.load_npz(folder / LABELS)))
     model.save(folder / MODEL_DIR)
