@@ -15,7 +15,6 @@ a killed training leaves nothing running.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 import scipy.sparse as sp
 
 from xdex.jsonfile import read_json, write_json
-from xdex.ranking.lexical import LexicalConfig, LexicalModel, cores
+from xdex.ranking.lexical import LexicalConfig, LexicalModel
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +42,17 @@ NICE = 10  # the child's scheduling priority, below the caller's
 class BackgroundFit:
     """``LexicalModel(config).fit(texts, labels)`` in a child process, started at construction.
 
-    The child's classifier trains on every core but one (the caller's work keeps one) unless ``config.threads``
-    says otherwise; the model returned carries ``config`` itself, so it is the model an inline fit gives (napkinXC's
-    seeded fits: the same files). :meth:`result` waits for it; :meth:`cancel` stops the child.
+    The child runs at a lower scheduling priority than the caller (``NICE``): its classifier trains on the threads
+    ``config`` gives it, which take the cores the caller leaves idle and, once the caller waits, all of them. The
+    model is the one an inline fit gives (napkinXC's seeded fits: the same files). :meth:`result` waits for it;
+    :meth:`cancel` stops the child.
     """
 
     def __init__(self, config: LexicalConfig, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array) -> None:
         self.config = config
         self.folder = Path(tempfile.mkdtemp(prefix="xdex-lexical-fit-"))  # not the user's folder
         try:
-            threads = config.threads if config.threads is not None else max(1, cores() - 1)
-            write_json(self.folder / CONFIG, dataclasses.replace(config, threads=threads).to_dict())
+            write_json(self.folder / CONFIG, config.to_dict())
             write_json(self.folder / TEXTS, list(texts))
             sp.save_npz(self.folder / LABELS, sp.csr_matrix(labels))
             package_root = str(Path(__file__).resolve().parents[2])  # where `xdex` is imported from here
@@ -78,9 +77,7 @@ class BackgroundFit:
                 lines = (self.folder / ERRORS).read_text("utf-8", "replace").strip().splitlines()
                 raise RuntimeError(f"the lexical fit in a background process failed (exit code {code}): "
                                    f"{lines[-1] if lines else 'no message'}")
-            model = LexicalModel.load(self.folder / MODEL_DIR)
-            model.config = dataclasses.replace(model.config, threads=self.config.threads)
-            return model
+            return LexicalModel.load(self.folder / MODEL_DIR)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
