@@ -254,6 +254,27 @@ def test_the_refit_beside_the_training_gives_the_inline_refit(demo, tmp_path, mo
     assert files["background"] == files["inline"]
 
 
+def test_a_failed_background_refit_is_done_inline_and_the_training_ends(demo, tmp_path, monkeypatch, caplog):
+    from xdex.methods import ranker as stage
+    from xdex.ranking.background import BackgroundFit
+
+    class Failing(BackgroundFit):
+        def result(self):
+            self.cancel()
+            raise RuntimeError("the lexical fit in a background process failed (exit code 1): MemoryError")
+
+    n = 600
+    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=150",
+                                             "encoder.dim=32", "ranker.lexical.classifier=napkinxc-plt"])
+    monkeypatch.setattr(stage, "BACKGROUND_REFIT_S", 0.0)
+    monkeypatch.setattr(stage, "BackgroundFit", Failing)
+    with caplog.at_level(logging.WARNING, logger="xdex.methods.ranker"):
+        model = train(part, recipe, tmp_path / "model")
+    assert "MemoryError; the lexical channel is refitted here instead" in caplog.text
+    assert model.ranker.lexical.training["documents"] == n  # refitted inline on training + validation documents
+
+
 def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path, monkeypatch):
     from xdex.methods import pipeline
 

@@ -101,9 +101,13 @@ def prepare_ranker(run: Run) -> None:
     run.checkpoints += [folder, choice]  # removed once the model directory (ranker/lexical) is written
     if config.refit and lexical.training.get("seconds", 0.0) >= BACKGROUND_REFIT_S:
         texts, labels = refit_documents(run)
-        run.shared["lexical_refit"] = BackgroundFit(lexical.refit_config(), texts, labels)
-        log.info("the lexical channel is refitted on %d training and validation documents in a background process "
-                 "while the network trains", len(texts))
+        try:
+            run.shared["lexical_refit"] = BackgroundFit(lexical.refit_config(), texts, labels)
+            log.info("the lexical channel is refitted on %d training and validation documents in a background "
+                     "process while the network trains", len(texts))
+        except OSError as e:  # e.g. no room in the temporary folder for the inputs: refitted after the training
+            log.warning("the lexical refit could not start in a background process (%s); it runs after the training",
+                        e)
     encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served
     if config.encoder is not None:
         encoder = EncoderChannel.fit(config.encoder, run.label_texts)
@@ -173,11 +177,24 @@ def fit_ranker(run: Run) -> None:
              run.config.trainer.select_metric)
     if config.refit:
         texts, labels = refit_documents(run)
-        background = run.shared.pop("lexical_refit", None)
-        ranker.lexical = background.result() if background is not None else ranker.lexical.refit(texts, labels)
+        refitted = collected_refit(run)
+        ranker.lexical = refitted if refitted is not None else ranker.lexical.refit(texts, labels)
         ranker.prior = label_prior(labels)
         log.info("lexical channel and label priors refitted on %d training and validation documents", len(texts))
     run.ranker = ranker
+
+
+def collected_refit(run: Run) -> LexicalModel | None:
+    """The background refit's model, if one was started and succeeded; a failure is logged and the caller refits
+    inline, so the training still ends with its model."""
+    background = run.shared.pop("lexical_refit", None)
+    if background is None:
+        return None
+    try:
+        return background.result()
+    except (RuntimeError, OSError, ValueError) as e:
+        log.warning("%s; the lexical channel is refitted here instead", e)
+        return None
 
 
 def refit_documents(run: Run) -> tuple[list[str], sp.csr_matrix]:
