@@ -105,7 +105,7 @@ def prepare_ranker(run: Run) -> None:
             run.shared["lexical_refit"] = BackgroundFit(lexical.refit_config(), texts, labels)
             log.info("the lexical channel is refitted on %d training and validation documents in a background "
                      "process while the network trains", len(texts))
-        except OSError as e:  # e.g. no room in the temporary folder for the inputs: refitted after the training
+        except (OSError, ValueError) as e:  # e.g. no room in the temporary folder: refitted after the training
             log.warning("the lexical refit could not start in a background process (%s); it runs after the training",
                         e)
     encoder = None  # the text channels read the label texts the model will hold (data.label_text), as served

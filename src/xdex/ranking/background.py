@@ -15,7 +15,6 @@ a killed training leaves nothing running.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import subprocess
@@ -32,8 +31,6 @@ import scipy.sparse as sp
 from xdex.jsonfile import read_json, write_json
 from xdex.ranking.lexical import LexicalConfig, LexicalModel
 
-log = logging.getLogger(__name__)
-
 CONFIG, TEXTS, LABELS, ERRORS, MODEL_DIR = "config.json", "texts.json", "labels.npz", "stderr.txt", "model"
 PARENT_CHECK_S = 1.0  # how often the child looks whether its parent is still there
 NICE = 10  # the child's scheduling priority, below the caller's
@@ -49,7 +46,6 @@ class BackgroundFit:
     """
 
     def __init__(self, config: LexicalConfig, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array) -> None:
-        self.config = config
         self.folder = Path(tempfile.mkdtemp(prefix="xdex-lexical-fit-"))  # not the user's folder
         try:
             write_json(self.folder / CONFIG, config.to_dict())
@@ -78,8 +74,8 @@ class BackgroundFit:
                 raise RuntimeError(f"the lexical fit in a background process failed (exit code {code}): "
                                    f"{lines[-1] if lines else 'no message'}")
             return LexicalModel.load(self.folder / MODEL_DIR)
-        finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        finally:  # also when the wait is interrupted
+            _stop(self._process, self.folder)
 
     def cancel(self) -> None:
         """Stop the child if it still runs, and remove its folder."""
@@ -87,6 +83,7 @@ class BackgroundFit:
 
 
 def _stop(process: subprocess.Popen, folder: Path) -> None:
+    """End ``process`` if it still runs and remove ``folder``."""
     if process.poll() is None:
         process.terminate()
         process.wait()
