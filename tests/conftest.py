@@ -1,4 +1,5 @@
 import pytest
+from demo_models import train_dexml_on_demo
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -8,3 +9,10 @@ def _private_cache_dir(tmp_path_factory):
     mp.setenv("XDEX_CACHE_DIR", str(tmp_path_factory.mktemp("xdex-cache")))
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="session")
+def dexml_on_demo(tmp_path_factory):
+    """``(model, folder)``: :func:`demo_models.train_dexml_on_demo`, trained once for the tests that only read it."""
+    out = tmp_path_factory.mktemp("dexml-demo") / "model"
+    return train_dexml_on_demo(out), out

@@ -10,6 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
+from demo_models import DEMO_DEXML
 
 from xdex.data import Split, load
 from xdex.inference.model import DualEncoderModel
@@ -19,17 +20,7 @@ from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
 
-SHORT = ["trainer.epochs=3", "trainer.progress=false", "data.validation_size=800"]
-
-
-class UnreadableSplit:
-    """A test split that fails the run the moment anything but its filter pairs is read."""
-
-    def __init__(self, filter_pairs):
-        self.filter = filter_pairs
-
-    def __getattr__(self, name: str):
-        raise AssertionError(f"training read the test split's {name!r}")
+SHORT = DEMO_DEXML
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +29,9 @@ def demo():
 
 
 @pytest.fixture(scope="module")
-def model_dir(demo, tmp_path_factory):
+def model_dir(dexml_on_demo):
     """dexml with the packaged ranking stage, trained while the test split cannot be read."""
-    blind = dataclasses.replace(demo)
-    blind.test = UnreadableSplit(demo.test.filter)
-    out = tmp_path_factory.mktemp("ranker") / "model"
-    train(blind, load_recipe("dexml", overrides=SHORT), out)
-    return out
+    return dexml_on_demo[1]
 
 
 def scores(model: DualEncoderModel, demo) -> dict[str, float]:

@@ -31,10 +31,8 @@ def demo():
 
 
 @pytest.fixture(scope="module")
-def trained(demo, tmp_path_factory):
-    out = tmp_path_factory.mktemp("model") / "dexml"
-    cfg = load_recipe("dexml", overrides=["trainer.epochs=4", "trainer.eval_every=2", "trainer.progress=false"])
-    return train(demo, cfg, out), out
+def trained(dexml_on_demo):
+    return dexml_on_demo
 
 
 def test_dual_encoder_beats_popularity_by_far_on_the_bundled_data(demo, trained):
