@@ -1,8 +1,9 @@
-"""xdex.hardware: the CPU probes."""
+"""xdex.hardware: the CPU probes, and subnormal floats flushed to zero."""
 
+import pytest
 import torch
 
-from xdex.hardware import cpu_has_bf16
+from xdex.hardware import cpu_has_bf16, denormals_are_flushed, denormals_flushed
 
 
 def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
@@ -16,3 +17,31 @@ def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch
     monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
     monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
     assert cpu_has_bf16() is False
+
+
+needs_flush = pytest.mark.skipif(not torch.set_flush_denormal(False), reason="this CPU cannot flush subnormal floats")
+
+
+@needs_flush
+def test_subnormals_are_zero_inside_the_block_and_the_mode_is_restored_after():
+    tiny = torch.tensor([1e-39, 3e-39, 1.0], dtype=torch.float32)  # two subnormal float32 numbers and a normal one
+    assert not denormals_are_flushed() and (tiny * 2.0)[0].item() > 0
+    with denormals_flushed():
+        assert denormals_are_flushed()
+        assert (tiny * 2.0).tolist() == [0.0, 0.0, 2.0]
+        assert torch.softmax(torch.tensor([0.0, -95.0]), 0)[1].item() == 0.0  # exp(-95) is subnormal
+    assert not denormals_are_flushed() and (tiny * 2.0)[0].item() > 0
+    with pytest.raises(RuntimeError), denormals_flushed():
+        raise RuntimeError("a failing block")
+    assert not denormals_are_flushed()
+
+
+@needs_flush
+def test_a_mode_the_caller_set_is_kept():
+    torch.set_flush_denormal(True)
+    try:
+        with denormals_flushed():
+            pass
+        assert denormals_are_flushed()
+    finally:
+        torch.set_flush_denormal(False)

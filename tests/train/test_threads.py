@@ -1,5 +1,6 @@
 """Thread counts chosen per kind of work: one intra-op thread for a bag encoder's training steps on the CPU,
-torch's own setting elsewhere (a transformer's steps included) and whenever the user set OMP_NUM_THREADS."""
+torch's own setting elsewhere (a transformer's steps included) and whenever the user set OMP_NUM_THREADS; and the
+steps' floating-point mode (subnormals flushed)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from test_trainer import ToyObjective, _cfg
 
 from xdex.encoders import Transformer
 from xdex.encoders.factory import build_encoder
+from xdex.hardware import denormals_are_flushed
 from xdex.text import Tokenizer
 from xdex.train import Trainer
 from xdex.train.threads import intra_op_threads, step_threads
@@ -57,3 +59,18 @@ def test_the_trainer_runs_its_steps_with_the_chosen_threads(tmp_path):
     before = torch.get_num_threads()
     Trainer(Counting(), _cfg(2), tmp_path, step_threads=1).fit()
     assert set(seen) == {1} and torch.get_num_threads() == before
+
+
+def test_the_trainer_steps_with_subnormals_flushed_and_restores_the_mode(tmp_path):
+    """A confident model's softmax gives subnormal probabilities, slow on x86 (xdex.hardware.denormals_flushed)."""
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    seen: list[bool] = []
+
+    class Watching(ToyObjective):
+        def loss(self, batch):
+            seen.append(denormals_are_flushed())
+            return super().loss(batch)
+
+    Trainer(Watching(), _cfg(2), tmp_path).fit()
+    assert seen and all(seen) and not denormals_are_flushed()

@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from xdex.atomic import atomic_write_text
+from xdex.hardware import denormals_flushed
 from xdex.train import distributed as dist
 from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
@@ -152,8 +153,9 @@ class Trainer:
         if resume:
             start = self._load_checkpoint()
         self._last_checkpoint = time.perf_counter()
-        for epoch in range(start, self.cfg.epochs):
-            self._train_epoch(epoch)
+        with denormals_flushed():  # a confident model's softmax would otherwise compute with slow subnormals
+            for epoch in range(start, self.cfg.epochs):
+                self._train_epoch(epoch)
         self.ddp = None
         if self.best_state is not None:
             self.model.load_state_dict(self.best_state)
