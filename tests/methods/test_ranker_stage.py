@@ -20,8 +20,6 @@ from xdex.methods.recipe import load_recipe
 from xdex.metrics import compute_metrics, inverse_propensity, remove_pairs
 from xdex.ranking.ranker import Ranker
 
-SHORT = DEMO_DEXML
-
 
 @pytest.fixture(scope="module")
 def demo():
@@ -156,8 +154,8 @@ def test_the_dense_mode_is_the_network_alone(model_dir, demo):
     ("ranker.lexical={\"classifier\": \"forest\"}", "ranker.lexical"),
 ])
 def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_path, setting, message):
-    overrides = [*SHORT, setting] + (["ranker.dense_candidates=0", "ranker.mention_candidates=0"]
-                                     if "lexical_candidates" in setting else [])
+    overrides = [*DEMO_DEXML, setting] + (["ranker.dense_candidates=0", "ranker.mention_candidates=0"]
+                                          if "lexical_candidates" in setting else [])
     with pytest.raises(ValueError, match=message):
         train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     assert not (tmp_path / "model" / "meta.json").exists()
@@ -166,7 +164,7 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     n = 3000  # a part of the training documents: four trainings
     demo = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
-    small = [*SHORT[:2], "trainer.epochs=1", "data.validation_size=500",
+    small = [*DEMO_DEXML[:2], "trainer.epochs=1", "data.validation_size=500",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
     assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
