@@ -32,6 +32,11 @@ def model_dir(dexml_on_demo):
     return dexml_on_demo[1]
 
 
+def first_documents(data, n: int):
+    """``data`` with its first ``n`` training documents (a shorter training)."""
+    return dataclasses.replace(data, train=Split(data.train.ids[:n], data.train.texts[:n], data.train.labels[:n]))
+
+
 def scores(model: DualEncoderModel, demo) -> dict[str, float]:
     ranking = remove_pairs(model.predict(demo.test.texts, 10), demo.test.filter)
     return compute_metrics(ranking, demo.test.labels, (1, 5), inverse_propensity(demo.train.labels))
@@ -163,7 +168,7 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
     n = 3000  # a part of the training documents: four trainings
-    demo = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    demo = first_documents(demo, n)
     small = [*DEMO_DEXML[:2], "trainer.epochs=1", "data.validation_size=500",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
@@ -200,7 +205,7 @@ def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
     are fitted too, and the one whose lexical ranking of the validation documents is better is kept, refitted and
     recorded."""
     n = 800  # a part of the training documents: two lexical fits on the long texts
-    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    part = first_documents(demo, n)
     overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200", "encoder.dim=32",
                  "ranker.lexical.analyzer=validation", "ranker.lexical.classifier=napkinxc-plt"]  # seeded, fast
     model = train(part, load_recipe("dexml", overrides=overrides), tmp_path / "model")
@@ -221,7 +226,7 @@ def test_the_refit_beside_the_training_gives_the_inline_refit(demo, tmp_path, mo
     from xdex.methods import ranker as stage
 
     n = 800
-    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    part = first_documents(demo, n)
     recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200",
                                              "encoder.dim=32", "ranker.lexical.classifier=napkinxc-plt"])
     models = {}
@@ -249,7 +254,7 @@ def test_a_failed_background_refit_is_done_inline_and_the_training_ends(demo, tm
             raise RuntimeError("the lexical fit in a background process failed (exit code 1): MemoryError")
 
     n = 600
-    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    part = first_documents(demo, n)
     recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=150",
                                              "encoder.dim=32", "ranker.lexical.classifier=napkinxc-plt"])
     monkeypatch.setattr(stage, "BACKGROUND_REFIT_S", 0.0)
@@ -264,7 +269,7 @@ def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path,
     from xdex.methods import pipeline
 
     n = 600
-    part = dataclasses.replace(demo, train=Split(demo.train.ids[:n], demo.train.texts[:n], demo.train.labels[:n]))
+    part = first_documents(demo, n)
     recipe = load_recipe("dexml", overrides=["trainer.epochs=1", "trainer.progress=false", "data.validation_size=150",
                                              "encoder.dim=32", "ranker.lexical.analyzer=validation",
                                              "ranker.lexical.classifier=napkinxc-plt"])

@@ -30,13 +30,8 @@ def demo():
     return xdex.data.load("demo")
 
 
-@pytest.fixture(scope="module")
-def trained(dexml_on_demo):
-    return dexml_on_demo
-
-
-def test_dual_encoder_beats_popularity_by_far_on_the_bundled_data(demo, trained):
-    model, _ = trained
+def test_dual_encoder_beats_popularity_by_far_on_the_bundled_data(demo, dexml_on_demo):
+    model, _ = dexml_on_demo
     test = demo.test
     ids, scores = PopularityBaseline().fit(demo.train.labels).predict(len(test), 50)
     baseline = evaluate_predictions(Ranking(ids, scores), demo)
@@ -47,8 +42,8 @@ def test_dual_encoder_beats_popularity_by_far_on_the_bundled_data(demo, trained)
     assert model.meta["validation"]["P@1"] > 30
 
 
-def test_model_directory_predicts_the_same_after_reload(demo, trained):
-    model, out = trained
+def test_model_directory_predicts_the_same_after_reload(demo, dexml_on_demo):
+    model, out = dexml_on_demo
     again = DualEncoderModel.load(out)
     texts = demo.test.texts[:50]
     a, b = model.predict(texts, 10), again.predict(texts, 10)
@@ -59,8 +54,8 @@ def test_model_directory_predicts_the_same_after_reload(demo, trained):
     assert sorted(p.name for p in (out / "training").iterdir()) == ["config.yaml", "metrics.jsonl"]
 
 
-def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path):
-    model, out = trained
+def test_cli_evaluate_and_predict_agree_with_the_library(demo, dexml_on_demo, tmp_path):
+    model, out = dexml_on_demo
     result = runner.invoke(app, ["evaluate", str(out), "--data", "demo", "--json"])
     assert result.exit_code == 0, result.output
     cli_metrics = json.loads(result.output.strip().splitlines()[-1])
@@ -80,8 +75,8 @@ def test_cli_evaluate_and_predict_agree_with_the_library(demo, trained, tmp_path
     assert [r["labels"] for r in rows] == expected.indices.tolist()
 
 
-def test_training_refuses_to_overwrite_a_model(demo, trained):
-    _, out = trained
+def test_training_refuses_to_overwrite_a_model(demo, dexml_on_demo):
+    _, out = dexml_on_demo
     cfg = load_recipe("dexml", overrides=["trainer.epochs=1"])
     with pytest.raises(FileExistsError, match="another --out"):
         train(demo, cfg, out)
