@@ -5,7 +5,8 @@ Endpoints (wire format of ``POST /predict``: ``{"texts": [...], "k": 10}`` in,
 best first; ``id`` is the label's key):
 
 * ``POST /predict``: rank labels for one or many texts; requests that arrive while the model is busy are answered
-  by one call of it (:class:`~xdex.inference.batching.MicroBatcher`);
+  by one call of it (:class:`~xdex.inference.batching.MicroBatcher`); a valid JSON request is answered by
+  :class:`PredictFastPath` in front of FastAPI, any other by the route, which gives the errors;
 * ``POST /labels``: add labels by their texts (zero-shot): ``{"texts": [...], "ids": [...]}`` in (``ids``
   optional; generated as ``added-<row>`` when left out), ``{"ids": [...]}`` out with status 201. The labels
   are saved in the model directory, then searchable at once. A taken or repeated id gets a 409 answer; a
@@ -45,7 +46,7 @@ import stat
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -56,7 +57,16 @@ import prometheus_client as prom
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -393,6 +403,71 @@ class Guard:
         return None
 
 
+class PredictFastPath:
+    """ASGI middleware that answers a valid ``POST /predict`` itself, in front of FastAPI.
+
+    Its body (JSON: no ``Content-Type``, or ``application/json``) is read and validated by the route's own request
+    model in pydantic's JSON mode, one pass in compiled code; ``rank(texts, k)`` gives the answer's body, which is
+    written as the route writes it, and the request is counted as the route's (``scope["route"]``). FastAPI's work
+    around a request (routing, its dependency solving and body parsing, two middleware layers' wrappers of every
+    message) cost the event loop about as much as the rest of a single-text request (docs/benchmarks.md,
+    "Serving"), and with concurrent clients the event loop's time a request bounds the throughput. Every other
+    request, and a body that the model refuses, goes on to the app (the body replayed): the route answers it as
+    before, so each error is the route's own. Pydantic's JSON mode accepts no body that the route would refuse
+    (strict types; no NaN, lone surrogate or trailing data), tested."""
+
+    def __init__(self, app: ASGIApp, path: str, request_model: type[BaseModel], route: object,
+                 rank: Callable[[list[str], int], Awaitable[bytes]]):
+        self.app, self.path, self.request_model, self.route, self.rank = app, path, request_model, route, rank
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._takes(scope):
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left, or the guard refused the body
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        try:
+            body = cast(_PredictBody, self.request_model.model_validate_json(raw))
+        except ValidationError:
+            await self.app(scope, _replay(raw, receive), send)
+            return
+        scope["route"] = self.route
+        content = await self.rank(body.texts, body.k)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(content)).encode()),
+                                (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": content})
+
+    def _takes(self, scope: Scope) -> bool:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return False
+        if scope["path"].removeprefix(scope.get("root_path", "")) != self.path:
+            return False
+        media_type = Headers(scope=scope).get("content-type")
+        return media_type is None or media_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body``, already read, given again first."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
 def create_app(
     predictor: Predictor, read_only: bool = False, limits: Limits | None = None, token: str | None = None,
     batch_wait: float = BATCH_WAIT,
@@ -421,7 +496,6 @@ def create_app(
     app = FastAPI(title="xdex", version=__version__, description="Extreme multi-label classification with label text",
                   lifespan=lifespan)
     stats = RequestStats()
-    app.add_middleware(Guard, limits=limits, token=token, stats=stats)
     prom.Gauge("xdex_labels", "Labels the server ranks, trained and added", registry=stats.registry) \
         .set_function(lambda: predictor.n_labels)
     prom.Gauge("xdex_labels_added", "Labels added after training (POST /labels, or by another writer of the model "
@@ -431,21 +505,24 @@ def create_app(
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_errors(error.errors())})
 
-    # on the event loop: the request waits for the model's call without a thread of its own, and its answer is
-    # written as JSON directly (PredictResponse documents it); a large answer on a thread, so that writing it does
-    # not hold the other connections up
-    @app.post("/predict", response_model=PredictResponse)
-    async def predict(request: PredictRequest) -> Response:  # type: ignore[valid-type]  # built from the limits
+    async def rank(texts: list[str], k: int) -> bytes:
+        """The body of the answer to ``texts``: on the event loop, the request waits for the model's call without a
+        thread of its own, and its answer is written as JSON directly (PredictResponse documents it); a large
+        answer on a thread, so that writing it does not hold the other connections up."""
         start = time.perf_counter()
-        body = cast(_PredictBody, request)
-        ranked = await _result(batcher.submit(body.texts, body.k))
-        stats.texts.inc(len(body.texts))
+        ranked = await _result(batcher.submit(texts, k))
+        stats.texts.inc(len(texts))
         if sum(len(labels) for labels in ranked) <= INLINE_LABELS:
             content = predictions_json(ranked)
         else:
             content = await run_in_threadpool(predictions_json, ranked)
         stats.observe(time.perf_counter() - start)
-        return Response(content, media_type="application/json")
+        return content
+
+    @app.post("/predict", response_model=PredictResponse)
+    async def predict(request: PredictRequest) -> Response:  # type: ignore[valid-type]  # built from the limits
+        body = cast(_PredictBody, request)  # valid JSON requests are answered by PredictFastPath
+        return Response(await rank(body.texts, body.k), media_type="application/json")
 
     @app.post("/labels", response_model=AddLabelsResponse, status_code=201)
     def add_labels(request: AddLabelsRequest) -> AddLabelsResponse:  # type: ignore[valid-type]  # as above
@@ -494,6 +571,9 @@ def create_app(
     def request_stats() -> dict:
         return stats.snapshot()
 
+    route = next(route for route in app.routes if getattr(route, "path", None) == "/predict")
+    app.add_middleware(PredictFastPath, path="/predict", request_model=PredictRequest, route=route, rank=rank)
+    app.add_middleware(Guard, limits=limits, token=token, stats=stats)  # the outer one: limits first
     return app
 
 
@@ -543,14 +623,16 @@ HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
 
 
 def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-                log_level: str = "info", http: str = "auto") -> "uvicorn.Server":
+                log_level: str = "info", http: str = "auto", access_log: bool = False) -> "uvicorn.Server":
     """A uvicorn server of ``app`` with ``limits``' connection settings: at most ``limit_concurrency``
     connections and requests at once (503 beyond), an idle connection closed after ``timeout_keep_alive``
     seconds (a new one as well as one between requests), a request's head to be complete within
     ``timeout_read`` seconds of the connection opening or of the previous answer (else the connection is
     closed) and to hold at most ``MAX_HEAD_BYTES`` (else 400). ``http``: the HTTP parser, ``httptools`` (in C,
     the faster) or ``h11`` (pure Python); ``auto`` takes httptools when it is installed. The event loop is uvloop's
-    when it is installed (uvicorn's ``auto``). ``server.run()`` serves."""
+    when it is installed (uvicorn's ``auto``). ``access_log``: a log line per request (uvicorn's access log); off by
+    default, as gunicorn has it: the line cost the event loop a sixth of its time under load (docs/benchmarks.md,
+    "Serving"), and ``GET /metrics`` counts the requests by endpoint and status. ``server.run()`` serves."""
     import uvicorn
 
     limits = limits or Limits()
@@ -559,7 +641,7 @@ def make_server(app: Any, host: str = "127.0.0.1", port: int = 8000, limits: Lim
                             timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]
                             limit_concurrency=limits.limit_concurrency,
                             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-                            log_level=log_level)
+                            log_level=log_level, access_log=access_log)
     return uvicorn.Server(config)
 
 

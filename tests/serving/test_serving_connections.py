@@ -29,11 +29,11 @@ def http(request):
 
 
 @contextlib.contextmanager
-def running(predictor, limits: Limits, http: str = "auto"):
-    """The address of a server of ``predictor`` with ``limits`` and the HTTP parser ``http``, running in a
-    thread."""
-    server = make_server(create_app(predictor, read_only=True, limits=limits), limits=limits, log_level="warning",
-                         http=http)
+def running(predictor, limits: Limits, http: str = "auto", **options):
+    """The address of a server of ``predictor`` with ``limits``, the HTTP parser ``http`` and other
+    :func:`make_server` ``options``, running in a thread."""
+    options = {"log_level": "warning", **options}
+    server = make_server(create_app(predictor, read_only=True, limits=limits), limits=limits, http=http, **options)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -166,6 +166,17 @@ def test_predictions_over_a_kept_connection(predictor, http):
         expected = [[label.key for label in predictor.predict(["parser"], k)[0]] for k in (1, 2, 3)]
         assert [code for code, _ in answers] == [200, 200, 200]
         assert [[label["id"] for label in ranked[0]] for _, ranked in answers] == expected
+
+
+@pytest.mark.parametrize("access_log", [False, True])
+def test_a_line_per_request_only_when_asked(predictor, capsys, access_log):
+    options = {"log_level": "info"} | ({"access_log": True} if access_log else {})
+    with running(predictor, Limits(), **options) as address:
+        conn = connect(address)
+        conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert read_until_closed(conn).startswith(b"HTTP/1.1 200")
+    out = capsys.readouterr()
+    assert ('"GET /health HTTP/1.1" 200' in out.out + out.err) == access_log
 
 
 def test_an_unknown_http_parser_is_refused():

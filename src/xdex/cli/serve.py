@@ -56,6 +56,8 @@ def register(app: typer.Typer) -> None:
             BATCH_WAIT, "--batch-wait", min=0.0, max=1.0,
             help="Seconds a model call waits for more requests when the previous call answered several (a busy "
                  "server); 0: never. A lone client never waits."),
+        access_log: bool = typer.Option(
+            False, "--access-log", help="Log a line per request (off by default: GET /metrics counts requests)."),
     ) -> None:
         """Serve POST /predict, POST /labels, GET /labels/{id}, GET /health, GET /metrics (Prometheus) and GET
         /stats (JSON) (OpenAPI schema at /docs). Labels added with POST /labels are saved in MODEL_DIR
@@ -86,7 +88,7 @@ def register(app: typer.Typer) -> None:
         mode = " (read-only)" if not predictor.is_writer else " (POST /labels needs the token)" if token else ""
         logger.info("serving %s on http://%s:%d%s", model_dir, host, port, mode)
         _freeze_loaded_objects()
-        make_server(app_, host=host, port=port, limits=limits).run()
+        make_server(app_, host=host, port=port, limits=limits, access_log=access_log).run()
 
 
 def _serving_threads(predictor: Predictor) -> None:
