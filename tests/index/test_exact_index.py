@@ -14,7 +14,7 @@ from ranking_asserts import assert_same_ranking
 from xdex.data.errors import DataFormatError
 from xdex.index import ExactIndex, Index, exact
 from xdex.index.exact import _bf16_error_bound, exact_search
-from xdex.index.kernels import merge_top_k, merge_top_k_bf16
+from xdex.index.kernels import merge_top_k, merge_top_k_bf16, merge_top_k_columns
 
 
 def brute_force(items: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,24 +43,29 @@ def test_cosine_by_hand():
     np.testing.assert_allclose(scores, [[0.8, 0.0, -1.0]], atol=1e-6)
 
 
-def merged_top_k(scores: np.ndarray, k: int, split: int) -> tuple[np.ndarray, np.ndarray]:
+def merged_top_k(scores: np.ndarray, k: int, split: int, item_major: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` best of ``scores``, merged in by the compiled pass as two blocks: columns before ``split``,
-    then the rest (numbered from ``split``), as :func:`exact_search` merges its item blocks."""
+    then the rest (numbered from ``split``), as :func:`exact_search` merges its item blocks; ``item_major``: each
+    block handed over item by query, as ``block @ queries.T`` gives it (:func:`merge_top_k_columns`)."""
     top_scores, top_columns = np.empty((len(scores), k), np.float32), np.empty((len(scores), k), np.int64)
     sizes = np.zeros(len(scores), np.int64)
     for first, block in ((0, scores[:, :split]), (split, scores[:, split:])):
-        merge_top_k(np.ascontiguousarray(block), first, top_scores, top_columns, sizes)
+        if item_major:
+            merge_top_k_columns(np.ascontiguousarray(block.T), first, top_scores, top_columns, sizes)
+        else:
+            merge_top_k(np.ascontiguousarray(block), first, top_scores, top_columns, sizes)
     return top_scores, top_columns
 
 
+@pytest.mark.parametrize("item_major", [False, True])
 @pytest.mark.parametrize("split", [0, 17, 40])
 @pytest.mark.parametrize("k", [1, 3, 8, 40])
-def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k, split):
+def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k, split, item_major):
     rng = np.random.default_rng(k)
     scores = rng.integers(-3, 4, (12, 40)).astype(np.float32)  # many ties, at the cut too
     scores[0] = 1.0  # one row all tied
     scores[1, :5] = -np.inf
-    values, columns = merged_top_k(scores, k, split)
+    values, columns = merged_top_k(scores, k, split, item_major)
     order = np.lexsort((np.broadcast_to(np.arange(40), scores.shape), -scores), axis=1)[:, :k]  # score, column
     np.testing.assert_array_equal(columns, order)
     np.testing.assert_array_equal(values, np.take_along_axis(scores, order, axis=1))

@@ -36,6 +36,15 @@ def merge_top_k(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_col
 
 
 @numba.njit(cache=True, nogil=True)
+def merge_top_k_columns(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
+                        sizes: np.ndarray) -> None:
+    """:func:`merge_top_k` for a block given item by query (``scores[j, i]``: item ``j + offset``, query ``i``),
+    as a BLAS computes ``items @ queries.T``."""
+    for i in range(scores.shape[1]):
+        sizes[i] = merge_row(scores[:, i], offset, top_scores[i], top_columns[i], sizes[i])
+
+
+@numba.njit(cache=True, nogil=True)
 def merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
                       sizes: np.ndarray) -> None:
     """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16): each row is widened to float32
