@@ -20,6 +20,7 @@ from torch import nn
 
 from xdex.encoders.base import Encoder
 from xdex.index.base import Index
+from xdex.index.kernels import candidate_products
 from xdex.index.retrieval import retrieve, with_added
 from xdex.metrics.ranking import Ranking
 from xdex.text.tokens import TokenizedTexts
@@ -83,7 +84,8 @@ def table_scores(table: torch.Tensor, queries: np.ndarray, ids: np.ndarray, vect
     ``[n, C, d]``."""
     stored = table.detach().float().cpu().numpy()
     known = ids < len(stored)
-    if known.all():  # no added label among them: the stored rows alone
-        return np.einsum("ncd,nd->nc", stored[ids], queries)
+    if known.all():  # no added label among them: the stored rows alone, read in place by a compiled loop
+        return candidate_products(np.ascontiguousarray(stored), np.ascontiguousarray(queries, np.float32),
+                                  np.ascontiguousarray(ids, np.int64))
     rows = np.where(known[..., None], stored[np.where(known, ids, 0)], vectors)
     return np.einsum("ncd,nd->nc", rows, queries)

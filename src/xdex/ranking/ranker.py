@@ -101,28 +101,35 @@ class Ranker:
         mentions = MentionIndex(label_texts) if self.mention_candidates else None
         return TextChannels(mentions, encoder, self.mention_candidates, self.encoder_candidates)
 
+    def dense_shortlist(self, queries: np.ndarray, index: Index | np.ndarray, added: np.ndarray | None = None,
+                        k: int = 0) -> np.ndarray:
+        """The dense channel's top ``max(dense_candidates, k)`` label rows of each query vector: ``index`` searches
+        the trained labels (an index or their vectors), ``added`` the labels added after training, exactly."""
+        if self.dense_candidates == 0:
+            return np.full((len(queries), 0), PAD, np.int64)
+        width = max(self.dense_candidates, k)
+        dense = retrieve(queries, index, width)
+        if added is not None and len(added):
+            dense = with_added(dense, queries, added, len(self.prior), width)
+        return dense.indices
+
     def candidates(self, texts: Sequence[str], queries: np.ndarray, index: Index | np.ndarray,
                    label_vectors: Callable[[np.ndarray], np.ndarray], added: np.ndarray | None = None, k: int = 0,
                    lexical: tuple[np.ndarray, np.ndarray] | None = None, heads: HeadScores | None = None,
-                   channels: TextChannels | None = None, evidence: Evidence | None = None) -> Candidates:
+                   channels: TextChannels | None = None, evidence: Evidence | None = None,
+                   dense: np.ndarray | None = None) -> Candidates:
         """The candidates of ``texts`` (their dense query vectors ``queries``) and their features.
 
         ``index`` searches the trained labels (an index or their vectors); ``label_vectors(ids)`` gives the search
         vectors of label rows ``ids`` (any shape), trained or added. The dense shortlist holds at least ``k``
-        labels, so that a ranking of ``k`` labels is never cut short. ``lexical``: the texts'
-        :meth:`lexical_shortlist`, when already computed. ``heads``: the network's ``head_scores``, where its dense
-        score sums two heads. ``channels``: the :meth:`text_channels` of every label (trained, then added), needed
-        where the ranker has a mention or encoder channel; ``evidence``: what they see in ``texts``, when already
-        read.
+        labels, so that a ranking of ``k`` labels is never cut short. ``lexical`` and ``dense``: the texts'
+        :meth:`lexical_shortlist` and :meth:`dense_shortlist`, when already computed. ``heads``: the network's
+        ``head_scores``, where its dense score sums two heads. ``channels``: the :meth:`text_channels` of every
+        label (trained, then added), needed where the ranker has a mention or encoder channel; ``evidence``: what
+        they see in ``texts``, when already read.
         """
-        n_known, n = len(self.prior), len(texts)
-        dense_ids = np.full((n, 0), PAD, np.int64)
-        if self.dense_candidates > 0:
-            width = max(self.dense_candidates, k)
-            dense = retrieve(queries, index, width)
-            if added is not None and len(added):
-                dense = with_added(dense, queries, added, n_known, width)
-            dense_ids = dense.indices
+        n_known = len(self.prior)
+        dense_ids = dense if dense is not None else self.dense_shortlist(queries, index, added, k)
         lexical_ids, lexical_scores = lexical if lexical is not None else self.lexical_shortlist(texts)
         if evidence is None and self.reads_label_texts:
             if channels is None:
@@ -152,7 +159,8 @@ class Ranker:
 
         For :data:`BESIDE` texts or more, the lexical shortlist is computed on another thread while ``queries()``
         runs (Omikuji's search and torch's work both leave Python's lock), and the chunks of a large batch are ranked
-        side by side."""
+        side by side, their dense shortlists found by one search of every text (a BLAS product over many queries
+        costs less a query than one per chunk)."""
         if mode not in MODES:
             raise ValueError(f"ranker mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "lexical":
@@ -171,10 +179,12 @@ class Ranker:
             ids, scores = self.lexical_shortlist(texts)
             vectors = queries() if callable(queries) else queries
 
+        dense = self.dense_shortlist(vectors, index, added, k)
+
         def chunk(start: int) -> Ranking:
             end = min(start + CHUNK, len(texts))
             found = self.candidates(texts[start:end], vectors[start:end], index, label_vectors, added, k,
-                                    (ids[start:end], scores[start:end]), heads, channels)
+                                    (ids[start:end], scores[start:end]), heads, channels, dense=dense[start:end])
             return top_k(found, fusion.score(found, len(self.prior)), k)
 
         starts = range(0, len(texts), CHUNK)
