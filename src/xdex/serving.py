@@ -349,6 +349,11 @@ class _Body:
         await _answer(self._send, status, detail)
 
 
+def _route_path(scope: Scope) -> str:
+    """The request's path as the app's routes see it (without the ``root_path`` a proxy serves the app under)."""
+    return scope["path"].removeprefix(scope.get("root_path", ""))
+
+
 class Guard:
     """ASGI middleware in front of the API: a token for the write endpoint, the body limits, and counts."""
 
@@ -385,7 +390,7 @@ class Guard:
     def _refusal(self, scope: Scope) -> tuple[int, str, tuple[tuple[bytes, bytes], ...]] | None:
         """The answer to a request that is refused on its head alone, if it is."""
         headers = Headers(scope=scope)
-        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        path = _route_path(scope)
         if self.token is not None and scope["method"] not in ("GET", "HEAD", "OPTIONS") and path.startswith("/labels"):
             scheme, _, credentials = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer":
@@ -408,10 +413,10 @@ class PredictFastPath:
 
     Its body (JSON: no ``Content-Type``, or ``application/json``) is read and validated by the route's own request
     model in pydantic's JSON mode, one pass in compiled code; ``rank(texts, k)`` gives the answer's body, which is
-    written as the route writes it, and the request is counted as the route's (``scope["route"]``). FastAPI's work
-    around a request (routing, its dependency solving and body parsing, two middleware layers' wrappers of every
-    message) cost the event loop about as much as the rest of a single-text request (docs/benchmarks.md,
-    "Serving"), and with concurrent clients the event loop's time a request bounds the throughput. Every other
+    written as the route writes it, and the request is counted as the route's (``scope["route"]``). Under 16 clients
+    the event loop held the interpreter three times as long as the model's thread, mostly in FastAPI's work around
+    a request (routing, its dependency solving and body parsing, its middleware layers' wrappers of every message),
+    and the model waited for it between calls (docs/benchmarks.md, "Serving"). Every other
     request, and a body that the model refuses, goes on to the app (the body replayed): the route answers it as
     before, so each error is the route's own. Pydantic's JSON mode accepts no body that the route would refuse
     (strict types; no NaN, lone surrogate or trailing data), tested."""
@@ -448,7 +453,7 @@ class PredictFastPath:
     def _takes(self, scope: Scope) -> bool:
         if scope["type"] != "http" or scope["method"] != "POST":
             return False
-        if scope["path"].removeprefix(scope.get("root_path", "")) != self.path:
+        if _route_path(scope) != self.path:
             return False
         media_type = Headers(scope=scope).get("content-type")
         return media_type is None or media_type.partition(";")[0].strip().lower() == "application/json"

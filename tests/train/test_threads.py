@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_hardware import needs_flush
 from test_trainer import ToyObjective, _cfg
 
 from xdex.encoders import Transformer
@@ -61,10 +62,9 @@ def test_the_trainer_runs_its_steps_with_the_chosen_threads(tmp_path):
     assert set(seen) == {1} and torch.get_num_threads() == before
 
 
+@needs_flush
 def test_the_trainer_steps_with_subnormals_flushed_and_restores_the_mode(tmp_path):
     """A confident model's softmax gives subnormal probabilities, slow on x86 (xdex.hardware.denormals_flushed)."""
-    if not torch.set_flush_denormal(False):
-        pytest.skip("this CPU cannot flush subnormal floats")
     seen: list[bool] = []
 
     class Watching(ToyObjective):
