@@ -41,6 +41,7 @@ import scipy.sparse as sp
 from xdex.jsonfile import read_json, write_json
 from xdex.ranking.encoder_channel import ENCODER_FEATURES
 from xdex.ranking.mentions import MENTION_FEATURES
+from xdex.ranking.quickscorer import FeatureOrderedNodes
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +268,7 @@ class TreeFusion:
         self.value, self.bias = np.asarray(value, np.float64), float(bias)
         if not self._well_formed():
             raise ValueError("the trees' arrays do not describe trees over the named features")
-        self._walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None  # score()'s arrays
+        self._scorer: Callable[[np.ndarray], np.ndarray] | None = None  # score()'s sums of leaves, made at first use
 
     def _well_formed(self) -> bool:
         """Equal [trees, nodes] arrays; children in range, a leaf its own child and an inner node's children after
@@ -318,17 +319,22 @@ class TreeFusion:
                    right, value, float(np.ravel(model._baseline_prediction)[0]))
 
     def score(self, features: np.ndarray) -> np.ndarray:
-        """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): each tree walked
-        from its root to a leaf (a value at a threshold goes left, as in scikit-learn), the leaves' values summed."""
-        if self._walk is None:  # each node's column of FEATURES (the features are read where they are), the
-            # children as int32, each tree's depth
-            depths = [_depth(left, right) for left, right in zip(self.left, self.right, strict=True)]
-            self._walk = (np.asarray(self.columns, np.int32)[self.feature], self.left.astype(np.int32),
-                          self.right.astype(np.int32), np.array(depths, np.int64))
-        column, left, right, depth = self._walk
+        """The log-odds of each candidate, ``features`` ``[..., F]`` (all of :data:`FEATURES`): the leaf each tree
+        leads it to (a value at a threshold goes left, as in scikit-learn), the leaves' values summed in tree order.
+        The leaves are found feature by feature (:mod:`xdex.ranking.quickscorer`), or, for trees it cannot take, by
+        walking each tree from its root: the same leaves either way."""
+        if self._scorer is None:
+            column = np.asarray(self.columns, np.int32)[self.feature]  # each node's column of FEATURES
+            quick = FeatureOrderedNodes.of(column, self.threshold, self.left, self.right, self.value, len(FEATURES))
+            self._scorer = quick.score if quick is not None else self._walker(column)
         x = np.ascontiguousarray(features.reshape(-1, features.shape[-1]))
-        scores = _walk_trees(x, column, self.threshold, left, right, self.value, depth) + self.bias
-        return scores.reshape(features.shape[:-1])
+        return (self._scorer(x) + self.bias).reshape(features.shape[:-1])
+
+    def _walker(self, column: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """Scores by :func:`_walk_trees` (the children as int32, each tree's depth)."""
+        depth = np.array([_depth(left, right) for left, right in zip(self.left, self.right, strict=True)], np.int64)
+        left, right = self.left.astype(np.int32), self.right.astype(np.int32)
+        return lambda x: _walk_trees(x, column, self.threshold, left, right, self.value, depth)
 
     def to_dict(self) -> dict:
         return {"form": "trees", "features": list(self.features), "feature": self.feature.tolist(),
