@@ -69,7 +69,7 @@ def test_k_out_of_range_is_refused():
 
 
 def test_index_searches_one_query_through_codes_made_once_and_remade_after_an_add(monkeypatch):
-    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
     rng = np.random.default_rng(3)
     index = ExactIndex(6)
     index.add(rng.standard_normal((300, 6)).astype(np.float32))
@@ -88,7 +88,7 @@ def test_index_searches_one_query_through_codes_made_once_and_remade_after_an_ad
 
 
 def test_scan_split_between_threads_follows_torch_threads(monkeypatch):
-    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
     split = []
     monkeypatch.setattr(exact, "int8_search", lambda *a: (split.append(a[-1]), int8_search(*a))[1])
     rng = np.random.default_rng(4)
@@ -104,7 +104,7 @@ def test_scan_split_between_threads_follows_torch_threads(monkeypatch):
 
 
 def test_a_loaded_index_searches_one_query_through_codes_of_its_mapped_vectors(tmp_path, monkeypatch):
-    monkeypatch.setattr(exact, "INT8_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
     rng = np.random.default_rng(5)
     index = ExactIndex(5)
     index.add(rng.integers(-3, 4, (250, 5)).astype(np.float32))

@@ -47,7 +47,7 @@ BF16_FROM_QUERIES = 256  # fewer queries than this: rounding the items to bf16 c
 BF16_FROM_ITEMS = 65536  # fewer items: float32 products are cheap, the wider merge dearer (2,000 x 7,155: 83 vs 144 ms)
 BF16_MARGIN = 64  # candidates beyond k kept by the bf16 pass (the certificate failed for 0-2% of queries)
 BF16_UNIT_ROUNDOFF = 2.0**-8  # bf16 keeps 8 significant bits
-INT8_FROM_ITEMS = 32768  # below, one query's float32 scan reads 32 MB or less, mostly from the caches
+INT8_FROM_BYTES = 4 << 20  # float32 vectors beyond a core's own cache (1-2 MB): a quarter of the bytes pays off
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class ExactIndex(Index):
     Vectors added in several calls are joined (and ordered by id) once, at the next search
     or save, so adding in many small batches costs no repeated copies. Searches may run from
     several threads at once (the join is done by one of them); adding while searching is not safe.
-    From ``INT8_FROM_ITEMS`` vectors on, a single query is searched through int8 codes of the vectors
+    From ``INT8_FROM_BYTES`` bytes of vectors on, a single query is searched through int8 codes of the vectors
     (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes read), made at its first such search
     and kept in memory (a quarter of the vectors' size).
     """
@@ -250,7 +250,7 @@ class ExactIndex(Index):
         vectors, ids = self._consolidated()
         scores, out_ids = self._padded(len(q), k)
         found = min(k, len(ids))
-        if found and len(q) == 1 and len(ids) >= INT8_FROM_ITEMS:
+        if found and len(q) == 1 and vectors.nbytes >= INT8_FROM_BYTES:
             scores[0, :found], rows = int8_search(vectors, self._codes(), q[0], found, torch.get_num_threads())
             out_ids[0, :found] = ids[rows]
         elif found and len(q):
