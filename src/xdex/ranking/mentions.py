@@ -143,8 +143,8 @@ def mention_features(found: Sequence[dict[int, Mention]], ids: np.ndarray) -> np
     for row, mentions in enumerate(found):
         if not mentions:
             continue
-        for column, label in enumerate(ids[row].tolist()):
-            mention = mentions.get(label)
-            if mention is not None:
-                out[row, column] = mention.features()
+        candidates = ids[row].tolist()  # each label once: the mentioned labels are looked for, not every candidate
+        for label, mention in mentions.items():
+            if label in candidates:
+                out[row, candidates.index(label)] = mention.features()
     return out
