@@ -4,7 +4,7 @@ a fast algorithm to rank documents with additive ensembles of regression trees",
 A tree's leaves are numbered left to right and a row keeps one bit per leaf, all set at first. Every inner node
 whose test ``x[column] <= threshold`` is false for the row (the row goes right there) clears the bits of the leaves
 under its left child: no row that goes right reaches them. The leaf the row reaches is the leftmost one whose bit
-is still set (the paper's Theorem 1). The false nodes are found per feature: a feature's nodes of every tree,
+is still set. The false nodes are found per feature: a feature's nodes of every tree,
 sorted by threshold, are false exactly for the thresholds below the row's value, a prefix of the sorted list found
 by binary search. The masks of each prefix are ANDed per tree ahead of time (one row of masks for each prefix), so a
 row costs one search and one AND of a row of masks per feature, whatever the trees' shapes. The same leaves as
@@ -45,7 +45,7 @@ class FeatureOrderedNodes:
         node with two parents (not a tree) or a threshold that is NaN (no place in a sorted list)."""
         n_trees = column.shape[0]
         leaf_value = np.zeros((n_trees, MAX_LEAVES), np.float64)
-        nodes: list[tuple[int, float, int, int]] = []  # column, threshold, tree, mask
+        nodes: list[tuple[int, float, int, int]] = []  # column, threshold, tree, leaves under the left child
         most_leaves = 1
         for t in range(n_trees):
             read = _read_tree(left[t], right[t], threshold[t])
