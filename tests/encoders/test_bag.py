@@ -6,6 +6,7 @@ import torch
 from safetensors.torch import save_file
 
 from xdex.encoders import BagOfEmbeddings, idf_weights, load_encoder
+from xdex.encoders import bag as bag_module
 from xdex.text import TokenizedTexts, Tokenizer
 
 # Ids: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 a=5 b=6 c=7
@@ -178,6 +179,46 @@ def test_embed_keeps_input_order(tokenizer):
     encoder = bag(tokenizer)
     tokens = encoder.tokenize(["a b c", "c", "", "b b a"])
     assert torch.allclose(encoder.embed(tokens, batch_size=2), encoder(tokens))
+
+
+@pytest.mark.parametrize(("weighting", "dim"), [("idf", 2), ("learned", 2), ("none", 2), ("idf", 3)])
+def test_embed_computes_the_weighted_mean_of_forward_in_one_compiled_pass(tokenizer, weighting, dim):
+    encoder = BagOfEmbeddings(tokenizer, dim, weighting=weighting, embeddings=TABLE,
+                              idf=None if weighting == "none" else IDF)
+    if encoder.log_weight is not None:
+        encoder.log_weight.weight.data += torch.tensor([[0.1 * i] for i in range(8)])  # trained away from idf
+    tokens = encoder.tokenize(["a b b", "c", "", "b a c a"])
+    # "a b b" by hand with idf: (1*[1,0] + 2*[0,1] + 2*[0,1]) / 5
+    with torch.no_grad():
+        torch.testing.assert_close(encoder.embed(tokens), encoder(tokens), rtol=1e-6, atol=1e-7)
+    if weighting == "idf" and dim == 2:
+        torch.testing.assert_close(encoder.embed(tokens)[0], torch.tensor([0.2, 0.8]))
+    assert encoder.embed(tokens)[2].tolist() == [0.0] * dim
+
+
+def test_a_text_embeds_to_the_same_bits_alone_in_a_batch_and_in_a_pass_split_between_threads(tokenizer, monkeypatch):
+    rng = np.random.default_rng(0)
+    encoder = BagOfEmbeddings(tokenizer, 4, weighting="idf", idf=IDF, embeddings=rng.normal(size=(8, 4)))
+    texts = [" ".join(rng.choice(["a", "b", "c"], size=rng.integers(0, 9))) for _ in range(300)]
+    tokens = encoder.tokenize(texts)
+    together = encoder.embed(tokens)
+    alone = torch.cat([encoder.embed(encoder.tokenize([text])) for text in texts])
+    assert torch.equal(together, alone)
+    monkeypatch.setattr(bag_module, "TOKENS_PER_THREAD", 10)
+    threads = torch.get_num_threads()
+    try:
+        for count in (2, 3):
+            torch.set_num_threads(count)
+            assert torch.equal(encoder.embed(tokens), together)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_token_ids_past_the_table_are_refused_by_embed(tokenizer):
+    encoder = bag(tokenizer)
+    tokens = TokenizedTexts.from_arrays([np.array([5, 8], np.int32)])
+    with pytest.raises(IndexError, match="0..7"):
+        encoder.embed(tokens)
 
 
 def test_bad_settings(tokenizer, tmp_path):
