@@ -1,9 +1,11 @@
-"""xdex.hardware: the CPU probes, and subnormal floats flushed to zero."""
+"""xdex.hardware: the CPU probes, subnormal floats flushed to zero, and the pools of threads."""
+
+import threading
 
 import pytest
 import torch
 
-from xdex.hardware import cpu_has_bf16, denormals_are_flushed, denormals_flushed
+from xdex.hardware import cores, cpu_has_bf16, denormals_are_flushed, denormals_flushed, in_parts, thread_pool
 
 
 def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
@@ -45,3 +47,31 @@ def test_a_mode_the_caller_set_is_kept():
         assert denormals_are_flushed()
     finally:
         torch.set_flush_denormal(False)
+
+
+@pytest.mark.parametrize(("n", "parts"), [(10, 1), (10, 2), (10, 3), (2, 3), (0, 2)])
+def test_in_parts_covers_every_row_once(n, parts):
+    seen, lock = [], threading.Lock()
+
+    def work(start, end):
+        with lock:
+            seen.append((start, end, threading.current_thread()))
+
+    in_parts("test", work, n, parts)
+    assert [row for start, end, _ in sorted(seen, key=lambda s: s[:2]) for row in range(start, end)] == list(range(n))
+    assert len(seen) == max(parts, 1)
+    on_caller = [thread is threading.current_thread() for *_, thread in seen]
+    assert all(on_caller) if parts < 2 else not any(on_caller)
+
+
+def test_an_error_in_a_part_reaches_the_caller():
+    def work(start, end):
+        if start:
+            raise ValueError("part failed")
+
+    with pytest.raises(ValueError, match="part failed"):
+        in_parts("test", work, 10, 2)
+
+
+def test_a_named_pool_is_kept_and_has_a_thread_per_core():
+    assert thread_pool("test") is thread_pool("test") and thread_pool("test")._max_workers == cores()

@@ -1,10 +1,14 @@
-"""What the CPU computes natively, asked of torch's own probes (shared by the encoders and the exact search), and
-the floating-point mode the training runs in."""
+"""What the CPU computes natively, asked of torch's own probes (shared by the encoders and the exact search), the
+floating-point mode the training runs in, and the process's pools of threads, one per core, for compiled or C work
+that leaves Python's lock (the lexical channel, the ranking stage, the int8 scan, the bag encoder's large passes)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -47,3 +51,35 @@ def denormals_flushed() -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(before)
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+_POOLS: dict[str, tuple[ThreadPoolExecutor, int]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def thread_pool(name: str) -> ThreadPoolExecutor:
+    """The process's pool of ``name`` threads, one per core, started at first use and kept (a forked child starts
+    its own). A task of one pool may wait on tasks of another, never of its own."""
+    with _POOLS_LOCK:
+        pool, pid = _POOLS.get(name, (None, 0))
+        if pool is None or pid != os.getpid():
+            pool = ThreadPoolExecutor(cores(), thread_name_prefix=f"xdex-{name}")
+            _POOLS[name] = pool, os.getpid()
+        return pool
+
+
+def in_parts(pool: str, work: Callable[[int, int], object], n: int, parts: int) -> None:
+    """``work(start, end)`` over ``parts`` consecutive ranges covering ``0 .. n - 1``, side by side on the threads
+    of :func:`thread_pool` ``pool`` (on the calling thread when ``parts`` < 2); returns when every part is done."""
+    if parts < 2:
+        work(0, n)
+        return
+    ends = [n * part // parts for part in range(parts + 1)]
+    done = [thread_pool(pool).submit(work, a, b) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    for future in done:
+        future.result()

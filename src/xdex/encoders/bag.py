@@ -25,8 +25,6 @@ fastest (docs/benchmarks.md, "Encoders").
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from torch import nn
 from xdex.atomic import atomic_path
 from xdex.encoders.base import Encoder, read_config
 from xdex.encoders.pretrained import read_embedding_matrix
+from xdex.hardware import in_parts
 from xdex.text.collate import bag_inputs
 from xdex.text.tokenizer import Tokenizer
 from xdex.text.tokens import TokenizedTexts
@@ -72,30 +71,16 @@ def _weighted_means(table: np.ndarray, weights: np.ndarray, ids: np.ndarray, off
 
 
 TOKENS_PER_THREAD = 1 << 16  # fewer tokens a thread: handing texts to another thread costs more than it saves
-_POOL: tuple[ThreadPoolExecutor, int] | None = None  # threads kept for large passes, and their number
-_POOL_LOCK = threading.Lock()
 
 
 def _weighted_means_in_parts(table: np.ndarray, weights: np.ndarray, ids: np.ndarray, offsets: np.ndarray,
                              threads: int) -> np.ndarray:
     """:func:`_weighted_means` of every text, the texts split between ``threads`` threads for a large pass (each
     text's mean is computed alone, so the split changes no bit)."""
-    global _POOL
     n = len(offsets) - 1
     out = np.empty((n, table.shape[1]), np.float32)
-    parts = min(threads, len(ids) // TOKENS_PER_THREAD, n)
-    if parts < 2:
-        _weighted_means(table, weights, ids, offsets, out)
-        return out
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[1] < parts:
-            _POOL = (ThreadPoolExecutor(parts, thread_name_prefix="xdex-bag"), parts)
-        pool = _POOL[0]
-    ends = [n * part // parts for part in range(parts + 1)]
-    done = [pool.submit(_weighted_means, table, weights, ids, offsets[a : b + 1], out[a:b])
-            for a, b in zip(ends[:-1], ends[1:], strict=True)]
-    for future in done:
-        future.result()
+    in_parts("bag", lambda a, b: _weighted_means(table, weights, ids, offsets[a : b + 1], out[a:b]), n,
+             min(threads, len(ids) // TOKENS_PER_THREAD, n))
     return out
 
 

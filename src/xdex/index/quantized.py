@@ -16,13 +16,12 @@ libraries' int8 indexes (faiss's scalar quantizer) return approximate scores and
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
+from xdex.hardware import in_parts
 from xdex.index.kernels import candidate_products, merge_row
 
 CODE_MAX = 127
@@ -78,32 +77,13 @@ class Int8Codes:
                 + 2 * gamma * float(np.linalg.norm(query)) * self.largest_norm)
 
 
-_POOL: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
-_POOL_LOCK = threading.Lock()
-
-
-def _scan_pool(threads: int) -> ThreadPoolExecutor:
-    """A pool kept between searches for the scan's parts (threads are too dear to start per query)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[1] < threads:
-            _POOL = (ThreadPoolExecutor(threads, thread_name_prefix="xdex-scan"), threads)
-        return _POOL[0]
-
-
 def approximate_scores(coded: Int8Codes, query: np.ndarray, threads: int = 1) -> np.ndarray:
     """Every item's approximate score, the items split between ``threads`` threads (the compiled scan leaves
     Python's lock)."""
     out = np.empty(len(coded.scales), np.float32)
-    if threads < 2 or len(out) < 2 * 16384:
-        _approximate_scores(coded.codes, coded.scales, query, out)
-        return out
-    pool = _scan_pool(threads)
-    ends = [len(out) * part // threads for part in range(threads + 1)]
-    done = [pool.submit(_approximate_scores, coded.codes[a:b], coded.scales[a:b], query, out[a:b])
-            for a, b in zip(ends[:-1], ends[1:], strict=True)]
-    for future in done:
-        future.result()
+    parts = threads if len(out) >= 2 * 16384 else 1
+    in_parts("scan", lambda a, b: _approximate_scores(coded.codes[a:b], coded.scales[a:b], query, out[a:b]),
+             len(out), parts)
     return out
 
 

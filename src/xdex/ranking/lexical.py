@@ -70,10 +70,8 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -86,6 +84,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from xdex.atomic import atomic_write_bytes
 from xdex.data.errors import UNREADABLE_NPZ
+from xdex.hardware import cores, thread_pool
 from xdex.jsonfile import read_json, write_json
 from xdex.ranking.char_ngrams import CharNgramCounter, fit_char_idf
 from xdex.ranking.xc_file import write_xc_file
@@ -236,26 +235,6 @@ def choose_analyzer(texts: Sequence[str], config: LexicalConfig) -> tuple[list[s
     share = unique_word_share(texts)
     blocks = ["word", "char"] if share >= config.unique_word_threshold else ["word"]
     return blocks, share
-
-
-def cores() -> int:
-    """The CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0))
-
-
-_POOLS: dict[str, tuple[ThreadPoolExecutor, int]] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def thread_pool(name: str) -> ThreadPoolExecutor:
-    """The process's pool of ``name`` threads, one per core, started at first use and kept (a forked child starts
-    its own). A task of one pool may wait on tasks of another, never of its own."""
-    with _POOLS_LOCK:
-        pool, pid = _POOLS.get(name, (None, 0))
-        if pool is None or pid != os.getpid():
-            pool = ThreadPoolExecutor(cores(), thread_name_prefix=f"xdex-{name}")
-            _POOLS[name] = pool, os.getpid()
-        return pool
 
 
 class TfidfTransform:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xdex.hardware import thread_pool
 from xdex.index.base import Index
 from xdex.index.retrieval import retrieve, with_added
 from xdex.jsonfile import read_json, write_json
@@ -35,7 +36,7 @@ from xdex.metrics.ranking import PAD, Ranking
 from xdex.ranking.channels import Evidence, TextChannels
 from xdex.ranking.encoder_channel import EncoderChannel
 from xdex.ranking.fusion import FEATURES, Candidates, LogisticFusion, candidates
-from xdex.ranking.lexical import LexicalModel, thread_pool
+from xdex.ranking.lexical import LexicalModel
 from xdex.ranking.mentions import MentionIndex
 
 log = logging.getLogger(__name__)
