@@ -149,6 +149,18 @@ def test_paper_settings_load_and_name_the_missing_model(method):
         build_encoder({k: v for k, v in load_recipe(method, path).encoder.items() if v is not None})
 
 
+def test_dexa_paper_clusters_follow_the_label_count():
+    """DEXA's 2^16 auxiliary vectors for the 131K labels of LF-AmazonTitles-131K are clusters of two labels, and
+    the recipe keeps that ratio on data with fewer labels than 2^16, where a fixed K could not be used."""
+    from xdex.methods.dexa import num_clusters
+    from xdex.methods.recipe import recipe_path
+
+    path = recipe_path("dexa").with_name("dexa-paper.yaml")
+    aux = load_recipe("dexa", path, ["encoder.model_dir=/models/distilbert"]).aux
+    assert num_clusters(aux, 131_073) == 2**16
+    assert num_clusters(aux, 7_155) == 4_096  # 7,155 / 2 = 3,578: 4,096 is the nearest power of two
+
+
 def test_resume_with_other_settings_is_refused(tmp_path):
     from xdex.methods.run import check_run_config
 
