@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ranking_asserts import assert_same_ranking
 
 from xdex.data.errors import DataFormatError
+from xdex.hardware import in_parts
 from xdex.index import ExactIndex, Index, exact
 from xdex.index.exact import _bf16_error_bound, exact_search
 from xdex.index.kernels import merge_top_k, merge_top_k_bf16, merge_top_k_columns
@@ -393,11 +394,14 @@ def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_valu
 
 
 @pytest.mark.parametrize("bf16", [False, True])
-def test_two_threads_search_as_one(bf16):
+def test_two_threads_search_as_one(bf16, monkeypatch):
     rng = np.random.default_rng(8)
     items = rng.integers(-3, 4, (700, 5)).astype(np.float32)
     queries = rng.integers(-3, 4, (260, 5)).astype(np.float32)
     threads = torch.get_num_threads()
+    splits = []  # float32 products of many queries: split between threads of our own, not the BLAS's
+    monkeypatch.setattr(exact, "in_parts", lambda pool, work, n, parts: splits.append((n, parts)) or in_parts(
+        pool, work, n, parts))
     try:
         results = []
         for count in (1, 2):
@@ -409,6 +413,7 @@ def test_two_threads_search_as_one(bf16):
         np.testing.assert_array_equal(a, b)
     want_scores, want_rows = brute_force(items, np.arange(700), queries, 6)
     np.testing.assert_array_equal(results[1][1], want_rows)
+    assert splits == ([] if bf16 else [(260, 2)])
 
 
 def test_bf16_shortcut_gives_way_to_float32_where_scores_crowd_at_the_cut(monkeypatch):

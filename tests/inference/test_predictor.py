@@ -325,3 +325,26 @@ def test_a_label_named_fast_is_a_scored_label():
     assert type(fast) is ScoredLabel and fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.score = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_naming_labels_pauses_the_garbage_collector_and_leaves_it_as_it_was(enabled, monkeypatch):
+    import gc
+
+    from xdex.inference.predictor import Predictions
+    from xdex.metrics.ranking import Ranking
+
+    seen = []
+    made = predictor_module._scored_label
+    monkeypatch.setattr(predictor_module, "_scored_label", lambda *a: seen.append(gc.isenabled()) or made(*a))
+    ranking = Ranking(np.array([[1, 0], [2, -1]]), np.array([[0.5, 0.25], [0.75, -np.inf]], np.float32))
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        labels = Predictions.of(ranking, ["k0", "k1", "k2"], ["t0", "t1", "t2"]).labels
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+    assert seen == [False, False, False]
+    assert labels == [[ScoredLabel(1, "k1", "t1", 0.5), ScoredLabel(0, "k0", "t0", 0.25)],
+                      [ScoredLabel(2, "k2", "t2", 0.75)]]

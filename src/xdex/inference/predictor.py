@@ -25,10 +25,12 @@ loaded. Any other predictor of the directory, in this process or another, then p
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -120,8 +122,27 @@ class Predictions(Ranking):
     @property
     def labels(self) -> list[list[ScoredLabel]]:
         ids, texts = self.label_ids, self.label_texts  # rows and scores as Python numbers: one conversion each
-        return [[_scored_label(j, ids[j], texts[j], s) for j, s in zip(row, scores, strict=True) if j != PAD]
-                for row, scores in zip(self.indices.tolist(), self.scores.tolist(), strict=True)]
+        with _collector_paused():
+            return [[_scored_label(j, ids[j], texts[j], s) for j, s in zip(row, scores, strict=True) if j != PAD]
+                    for row, scores in zip(self.indices.tolist(), self.scores.tolist(), strict=True)]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Run the block with Python's cyclic garbage collector paused (then as it was).
+
+    Naming a batch's labels makes tens of thousands of objects, and every 700 of them start a collection. Some
+    of those collections go through every object of the process (300,000 with a model and its data loaded).
+    The labels of 2,000 texts took 48-61 ms on average, and up to 196 ms, against 12-14 ms with the collector
+    paused. The objects made here hold no cycles, so there is nothing for it to find.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _SET_INDEX, _SET_KEY, _SET_TEXT, _SET_SCORE = (getattr(ScoredLabel, name).__set__ for name in ScoredLabel.__slots__)
