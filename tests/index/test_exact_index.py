@@ -73,6 +73,41 @@ def test_one_pass_top_k_keeps_the_best_scores_ties_to_the_lower_column(k, split,
     assert values.dtype == np.float32 and columns.dtype == np.int64
 
 
+def merged_one_by_one(scores: np.ndarray, k: int) -> tuple[list[float], list[int]]:
+    """A row's top ``k`` as :func:`merge_row` defines it, one score at a time in plain Python: a score enters
+    while the row is not full, or when strictly above its k-th, and moves up past every lower score."""
+    top: list[tuple[float, int]] = []
+    for j, s in enumerate(scores.tolist()):
+        if len(top) == k and not s > top[-1][0]:
+            continue
+        if len(top) == k:
+            top.pop()
+        at = len(top)
+        while at > 0 and top[at - 1][0] < s:
+            at -= 1
+        top.insert(at, (s, j))
+    return [s for s, _ in top], [j for _, j in top]
+
+
+@pytest.mark.parametrize("k", [1, 6, 70])
+def test_long_rows_merge_as_one_score_at_a_time(k):
+    """Spans of ``SKIP`` scores with none above the k-th are passed over whole: the same top as the scan of one
+    score at a time, with ties, infinities and NaN (never above) in the rows, and spans that end mid-row."""
+    rng = np.random.default_rng(k)
+    scores = rng.integers(-40, 40, (6, 1000)).astype(np.float32)
+    scores[0] = 0.0  # one row all tied
+    scores[1, ::7] = np.nan
+    scores[2, 500:] = np.inf
+    scores[3, :20] = np.nan  # NaN among the first scores, before the row is full
+    top_scores, top_columns = np.empty((6, k), np.float32), np.empty((6, k), np.int64)
+    sizes = np.zeros(6, np.int64)
+    merge_top_k(scores, 0, top_scores, top_columns, sizes)
+    for row in range(6):
+        want_scores, want_columns = merged_one_by_one(scores[row], k)
+        assert top_columns[row].tolist() == want_columns
+        np.testing.assert_array_equal(top_scores[row], np.array(want_scores, np.float32))
+
+
 def test_no_best_asked_gives_empty_rows():
     scores, rows = exact_search(np.ones((4, 3), np.float32), np.ones((2, 3), np.float32), 0)
     assert scores.shape == rows.shape == (2, 0)

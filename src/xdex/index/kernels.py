@@ -5,25 +5,41 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+SKIP = 64  # scores a merge looks over at once: a span with none above the row's k-th best is passed in one test
+
 
 @numba.njit(cache=True, nogil=True)
 def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray, size: int) -> int:
     """Merge one row of scores (its columns numbered from ``offset``) into that row's best so far, in place: the
     ``size`` entries of ``top_scores`` / ``top_columns``, score descending; returns the new size. The columns are
     scanned in order and an entry takes a place only from a strictly lower score, so among equal scores the lower
-    column stays first, within a block and, as blocks come in column order, across them. Once the row holds k
-    entries most scores cost one comparison with its k-th."""
+    column stays first, within a block and, as blocks come in column order, across them.
+
+    Once the row holds k entries, most scores are below its k-th: each span of ``SKIP`` scores is first counted
+    for scores above the k-th (a loop the compiler turns into vector instructions) and passed over when it has
+    none, as the scan one score at a time would pass over each of them (NaN is never above)."""
     k = len(top_scores)
-    for j in range(len(scores)):
-        s = scores[j]
-        if size == k and not s > top_scores[k - 1]:
-            continue
-        at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
-        while at > 0 and top_scores[at - 1] < s:
-            top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
-            at -= 1
-        top_scores[at], top_columns[at] = s, j + offset
-        size = min(size + 1, k)
+    n = len(scores)
+    for start in range(0, n, SKIP):
+        end = min(start + SKIP, n)
+        if size == k:
+            threshold = top_scores[k - 1]
+            above = 0
+            for j in range(start, end):
+                if scores[j] > threshold:
+                    above += 1
+            if above == 0:
+                continue
+        for j in range(start, end):
+            s = scores[j]
+            if size == k and not s > top_scores[k - 1]:
+                continue
+            at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
+            while at > 0 and top_scores[at - 1] < s:
+                top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
+                at -= 1
+            top_scores[at], top_columns[at] = s, j + offset
+            size = min(size + 1, k)
     return size
 
 
