@@ -252,3 +252,22 @@ def test_a_resume_refuses_an_input_whose_contents_changed(model_dir, lines, tmp_
     (tmp_path / "out.jsonl.run.json").write_text(json.dumps(sidecar))
     code, _, stderr = xdex_cli(monkeypatch, capsys, *args)
     assert code == 1 and "has no fingerprint of the input" in stderr
+
+
+def test_the_model_is_frozen_out_of_full_collections_while_lines_are_predicted(model_dir, lines, tmp_path,
+                                                                                 monkeypatch, capsys):
+    import gc
+
+    frozen = []
+    predict = DualEncoderModel.predict
+
+    def predict_and_look(self, texts, k=10):
+        frozen.append(gc.get_freeze_count())
+        return predict(self, texts, k)
+
+    monkeypatch.setattr(DualEncoderModel, "predict", predict_and_look)
+    assert gc.get_freeze_count() == 0
+    code, _, _ = xdex_cli(monkeypatch, capsys, "predict", model_dir, "--input", lines, "--output",
+                          tmp_path / "out.jsonl", "--batch-size", 4)
+    assert code == 3 and len(frozen) == 3 and min(frozen) > 0  # 10 lines in batches of 4: the model frozen for each
+    assert gc.get_freeze_count() == 0  # and the process as it was afterwards

@@ -117,10 +117,16 @@ def test_small_and_large_answers_are_the_predictor_rankings(client, predictor, t
 def test_the_loaded_objects_are_left_out_of_full_collections():
     import gc
 
-    from xdex.cli.serve import _freeze_loaded_objects
+    from xdex.cli.common import loaded_objects_frozen
 
-    try:
-        _freeze_loaded_objects()
+    assert gc.get_freeze_count() == 0
+    with loaded_objects_frozen():
         assert gc.get_freeze_count() > 0 and gc.isenabled()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    try:  # objects a program froze before stay frozen
+        gc.freeze()
+        with loaded_objects_frozen():
+            pass
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()

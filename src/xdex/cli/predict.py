@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TextIO
 import numpy as np
 import typer
 
+from xdex.cli.common import loaded_objects_frozen
 from xdex.cli.evaluate import SEARCH_HELP
 from xdex.data.errors import Problem
 from xdex.jsonfile import parse_json_line, read_json, write_json
@@ -221,7 +222,7 @@ def register(app: typer.Typer) -> None:
         if done == 0:
             write_json(settings_path(output), {**settings, "input_lines": 0, "input_sha256": digest.hexdigest()})
             output.write_bytes(b"")
-        with open(output, "a", encoding="utf-8") as out, \
+        with open(output, "a", encoding="utf-8") as out, loaded_objects_frozen(), \
                 tqdm(total=total, initial=done, desc="predict", unit="line", disable=None) as progress:
             batch: list[tuple[int, str | Problem]] = []
             for line in read_lines(input, skip=done, digest=digest):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import ipaddress
 import logging
 import os
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from xdex.cli.common import loaded_objects_frozen
 from xdex.cli.evaluate import SEARCH_HELP
 
 if TYPE_CHECKING:
@@ -87,8 +87,8 @@ def register(app: typer.Typer) -> None:
                            "--read-only", host, model_dir, TOKEN_ENV)
         mode = " (read-only)" if not predictor.is_writer else " (POST /labels needs the token)" if token else ""
         logger.info("serving %s on http://%s:%d%s", model_dir, host, port, mode)
-        _freeze_loaded_objects()
-        make_server(app_, host=host, port=port, limits=limits, access_log=access_log).run()
+        with loaded_objects_frozen():
+            make_server(app_, host=host, port=port, limits=limits, access_log=access_log).run()
 
 
 def _serving_threads(predictor: Predictor) -> None:
@@ -103,15 +103,6 @@ def _serving_threads(predictor: Predictor) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
         logger.info("the model runs on %d intra-op thread(s) (OMP_NUM_THREADS sets another count)", threads)
-
-
-def _freeze_loaded_objects() -> None:
-    """Keep the objects of the loaded model (about 330,000 for an `ngame` model of foldoc-links-titles) out of the
-    garbage collector's full collections, which would otherwise scan them all: a pause of 160 ms for every request
-    in flight, once every few thousand requests (docs/benchmarks.md, "Serving"). Objects made later (added
-    labels, requests) are collected as before."""
-    gc.collect()
-    gc.freeze()
 
 
 def _loopback(host: str) -> bool:
