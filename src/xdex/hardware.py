@@ -1,6 +1,7 @@
 """What the CPU computes natively, asked of torch's own probes (shared by the encoders and the exact search), the
 floating-point mode the training runs in, and the process's pools of threads, one per core, for compiled or C work
-that leaves Python's lock (the lexical channel, the ranking stage, the int8 scan, the bag encoder's large passes)."""
+that leaves Python's lock (the lexical channel, the ranking stage, exact search of many queries, the int8 scan,
+the bag encoder's large passes)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def loaded_objects_frozen() -> Iterator[None]:
     """Run the block with the objects alive at its start (a loaded model's: about 330,000 for an `ngame` model of
     foldoc-links-titles) left out of the garbage collector's full collections, which would otherwise go through them
-    all: a pause of 160 ms for every request in flight of a server, once every few thousand requests, and a tenth of
-    `xdex predict`'s time over 30,000 titles (docs/benchmarks.md, "Serving" and "Ranking stage: prediction cost").
+    all: a pause of 160 ms for every request in flight of a server, once every few thousand requests, and about 7%
+    of `xdex predict`'s time after loading over 30,000 titles (docs/benchmarks.md, "Serving" and "Ranking stage:
+    prediction cost").
     Objects made later (added labels, requests, rows) are collected as before; at the end they all are again,
     unless objects were frozen before the block (by the program that runs it), which stay so."""
     frozen_before = gc.get_freeze_count() > 0
