@@ -80,6 +80,26 @@ def test_softmax_ce_gradient_matches_appendix_c2(tau):
     np.testing.assert_allclose(_grad(SoftmaxCE(temperature=tau), G_SCORES, G_MASK), expected, rtol=1e-10, atol=1e-12)
 
 
+def test_softmax_ce_over_logits_far_below_their_row_maximum_matches_eq3():
+    # Unnormalised classifier scores at τ = 0.05 put most logits hundreds below their row's largest, where e^{x}
+    # underflows float32: the loss and its gradient are still Eq. 3's (float64 reference, sums in order).
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(-20.0, 20.0, size=(8, 300)).astype(np.float32)
+    mask = rng.random((8, 300)) < 0.02
+    mask[:, 0] = True
+    x = scores.astype(np.float64) / 0.05
+    log_denominator = x.max(axis=1) + np.log(np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1))
+    n_pos = mask.sum(axis=1)
+    rows = (n_pos * log_denominator - np.where(mask, x, 0.0).sum(axis=1)) / n_pos
+    sigma = np.exp(x - log_denominator[:, None])
+    expected_grad = (sigma - mask / n_pos[:, None]) / 0.05 / 8
+    s = torch.tensor(scores, requires_grad=True)
+    loss = PALN(temperature=0.05)(s, torch.tensor(mask))
+    loss.backward()
+    assert loss.item() == pytest.approx(rows.mean(), rel=1e-5)
+    np.testing.assert_allclose(s.grad.numpy(), expected_grad, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("tau", [1.0, 0.5])
 def test_decoupled_softmax_gradient_matches_appendix_c2(tau):
     # Positives l: −(1 − σ_il) with σ_il = e^{x_il} / (e^{x_il} + Σ_{k∉P_i} e^{x_ik});
