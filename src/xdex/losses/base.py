@@ -44,6 +44,18 @@ def very_negative(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
+def logsumexp(x: Tensor, dim: int) -> Tensor:
+    """``torch.logsumexp(x, dim)``, computed as ``x_k − log_softmax(x)_k`` at each row's largest entry ``k``.
+
+    The same value and gradient (``softmax(x)``) up to rounding; torch's logsumexp takes a slow path on every
+    entry more than about 87 below its row's largest (where e^x leaves float32's normal range: 20 to 100 times
+    slower on x86 CPUs), which unnormalised scores at a low temperature make most of a row; its log_softmax does not
+    (docs/benchmarks.md, "Loss cost against the scale of the scores").
+    """
+    at = x.detach().argmax(dim=dim, keepdim=True)
+    return (x.gather(dim, at) - torch.log_softmax(x, dim=dim).gather(dim, at)).squeeze(dim)
+
+
 def mean_over_rows_with_positives(row_losses: Tensor, positives: Tensor) -> Tensor:
     """Mean of ``row_losses[i]`` over the rows i with at least one positive (0 when there is none)."""
     has_positive = positives.any(dim=1)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xdex.losses.base import PoolLoss, very_negative
+from xdex.losses.base import PoolLoss, logsumexp, very_negative
 from xdex.losses.temperature import Temperature, as_temperature
 
 
@@ -38,8 +38,10 @@ class DecoupledSoftmax(PoolLoss):
     def row_losses(self, scores: Tensor, positives: Tensor) -> Tensor:
         logits = self.temperature(scores)
         negatives_only = logits.masked_fill(positives, very_negative(logits.dtype))
-        log_negatives = torch.logsumexp(negatives_only, dim=1, keepdim=True)
-        per_positive = F.softplus(log_negatives - logits).masked_fill(~positives, 0.0)
+        log_negatives = logsumexp(negatives_only, dim=1)
+        rows, columns = positives.nonzero(as_tuple=True)  # the softplus of the positives alone, a few a row
+        per_positive = torch.zeros_like(logits).index_put(
+            (rows, columns), F.softplus(log_negatives[rows] - logits[rows, columns]))
         losses = per_positive.sum(dim=1)
         if self.normalize:
             losses = losses / positives.sum(dim=1).clamp(min=1)
