@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pickle
@@ -18,6 +19,7 @@ from xdex.ranking import (
     LexicalConfig,
     LexicalModel,
     choose_analyzer,
+    documents_per_label,
     fit_choosing_features,
     unique_word_share,
 )
@@ -174,6 +176,24 @@ def test_the_rule_alone_decides_for_headwords_and_for_other_analyzers(prose):
         config = LexicalConfig(analyzer=analyzer, classifier="napkinxc-plt", threads=1)
         model, tried = fit_choosing_features(config, *prose, ranking_by(["word", "char"], seen))
         assert model.blocks == ["word"] and tried == {} and seen == []
+
+
+def test_auto_chooses_on_validation_where_labels_have_many_documents(prose):
+    texts, labels = prose
+    head = sp.csr_matrix((np.ones(len(texts)), (np.arange(len(texts)), np.arange(len(texts)) % 4)),
+                         shape=(len(texts), 9))  # 150 documents for each of 4 labels; 5 labels with none
+    assert documents_per_label(head) == 150.0
+    assert documents_per_label(labels) < 20.0  # the bundled data: most labels have a few documents
+    seen: list[list[str]] = []
+    config = LexicalConfig(classifier="napkinxc-plt", threads=1)  # analyzer="auto", head_label_documents=20
+    model, tried = fit_choosing_features(config, texts, head, ranking_by(["word", "char"], seen))
+    assert seen == [["word"], ["word", "char"]] and model.blocks == ["word", "char"] and set(tried) == {
+        "word", "word+char"}
+    never = dataclasses.replace(config, head_label_documents=None)
+    model, tried = fit_choosing_features(never, texts, head, ranking_by(["word", "char"], seen))
+    assert model.blocks == ["word"] and tried == {}
+    with pytest.raises(ValueError, match="head_label_documents"):
+        LexicalConfig(head_label_documents=0)
 
 
 def test_config_roundtrip_and_checks():

@@ -11,6 +11,7 @@ from xdex.ranking.lexical import (
     LexicalConfig,
     LexicalModel,
     choose_analyzer,
+    documents_per_label,
     fit_choosing_features,
     unique_word_share,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "LexicalConfig",
     "LexicalModel",
     "choose_analyzer",
+    "documents_per_label",
     "fit_choosing_features",
     "unique_word_share",
 ]

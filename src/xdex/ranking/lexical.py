@@ -22,8 +22,9 @@ What is implemented:
   documents is better is kept (the ranking stage hands it its validation documents); without them, the rule alone
   decides. On long texts character n-grams lift the lexical channel (+1 to +3 P@1 on the shared long-text sets)
   and, where that channel leads the ranking (package descriptions full of names such as ``libfoo-dev``), the
-  ranking served; they also make its fit and its prediction several times slower, so ``auto`` stays the default
-  (docs/benchmarks.md, "Ranking stage: choices on validation splits").
+  ranking served; they also make its fit and its prediction several times slower. So ``auto``, the default, makes
+  this choice only where labels have many training documents each (``LexicalConfig.head_label_documents``, 20 on
+  average), where the lexical channel leads (docs/benchmarks.md, "Ranking stage: choices on validation splits").
 * **Classifiers**, trained by a maintained XMC library on the TF-IDF matrix (no hand-written tree):
   ``omikuji-bonsai`` (default), Omikuji's Bonsai (Khandagale et al., 2020: shallow trees of 100-way unbalanced
   label clusters, depth 3, one tree, L2-regularised hinge-loss node classifiers by LIBLINEAR's dual solver,
@@ -118,10 +119,11 @@ class LexicalConfig:
 
     analyzer: str = "auto"
     """``word``, ``char`` (``char_wb`` n-grams), ``word+char`` (both, stacked), ``auto``: words + characters
-    when the training texts' unique-word share is at least ``unique_word_threshold``, else words; or
+    when the training texts' unique-word share is at least ``unique_word_threshold``, else words (and, where the
+    labels average ``head_label_documents`` training documents or more, the choice of ``validation``); or
     ``validation``: ``auto``, except that where it gives words alone, words + characters are fitted too and the
     better on validation documents kept (:func:`fit_choosing_features`; a plain :meth:`LexicalModel.fit` follows
-    ``auto``)."""
+    the unique-word rule alone)."""
     word_ngrams: tuple[int, int] = (1, 2)
     """Smallest and largest word n-gram."""
     char_ngrams: tuple[int, int] = (2, 5)
@@ -137,6 +139,12 @@ class LexicalConfig:
     """At most this many terms per analyzer (the most frequent), or no limit."""
     unique_word_threshold: float = 0.2
     """The ``auto`` rule's threshold on :func:`unique_word_share`."""
+    head_label_documents: float | None = 20.0
+    """With ``auto``, labels with at least this many training documents each on average (:func:`documents_per_label`)
+    have their feature set chosen on validation documents, as ``validation`` chooses it; None: never. There the
+    lexical channel leads the ranking served, and characters lifted it by 1.7 P@1 (debian-debtags: 139 documents
+    a label; the other shared datasets: 2.2-4.6, where they moved it by 0.2-0.4 for four times the training time;
+    docs/benchmarks.md, "Character n-grams on long texts, chosen on validation")."""
     classifier: str = "omikuji-bonsai"
     """``omikuji-bonsai``, ``omikuji-parabel`` or ``napkinxc-plt`` (the choice: the module's docstring)."""
     loss: str | None = None
@@ -175,6 +183,8 @@ class LexicalConfig:
             raise ValueError("max_features and trees must be positive (or None)")
         if (self.c is not None and not self.c > 0) or not 0 <= self.unique_word_threshold <= 1:
             raise ValueError("c must be positive, unique_word_threshold in [0, 1]")
+        if self.head_label_documents is not None and not self.head_label_documents > 0:
+            raise ValueError(f"head_label_documents {self.head_label_documents!r}: expected a positive number or None")
         if not 0 < self.char_max_df <= 1:
             raise ValueError(f"char_max_df {self.char_max_df!r}: expected a share of the texts, in (0, 1]")
 
@@ -840,14 +850,26 @@ def _library_version(classifier: str) -> dict[str, str]:
     return out
 
 
+def documents_per_label(labels: sp.csr_matrix | sp.csr_array) -> float:
+    """The mean number of training documents of the labels that have any: (document, label) pairs per such label."""
+    used = np.count_nonzero(np.diff(sp.csc_matrix(labels).indptr))
+    return float(sp.csr_matrix(labels).nnz) / max(used, 1)
+
+
 def fit_choosing_features(config: LexicalConfig, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array,
                           rank: Callable[[LexicalModel], tuple[float, ...]]) -> tuple[LexicalModel, dict[str, tuple]]:
     """A model fitted on ``texts`` and ``labels``; with ``analyzer="validation"``, where the ``auto`` rule gives words
     alone, a second model on words + characters too, and the one of higher ``rank`` kept (words on a tie: the
     cheaper). ``rank`` scores a fitted model on the caller's validation documents (e.g. its P@1, then tie-breakers).
-    Returns the model kept and the ranks of the feature sets tried (empty where the rule decided alone)."""
+    Returns the model kept and the ranks of the feature sets tried (empty where the rule decided alone).
+
+    With ``analyzer="auto"`` the choice is made where the labels average at least ``config.head_label_documents``
+    training documents (:func:`documents_per_label`), and the rule decides alone elsewhere."""
     model = LexicalModel(config).fit(texts, labels)
-    if config.analyzer != "validation" or model.share is None or model.share >= config.unique_word_threshold:
+    head = config.head_label_documents
+    chosen = config.analyzer == "validation" or (
+        config.analyzer == "auto" and head is not None and documents_per_label(labels) >= head)
+    if not chosen or model.share is None or model.share >= config.unique_word_threshold:
         return model, {}
     tried = {"word": rank(model)}
     both = LexicalModel(dataclasses.replace(config, analyzer="word+char")).fit(texts, labels)
@@ -859,4 +881,4 @@ def fit_choosing_features(config: LexicalConfig, texts: Sequence[str], labels: s
 
 
 __all__ = ["ANALYZERS", "CLASSIFIERS", "FORMAT_VERSION", "LexicalConfig", "LexicalModel", "choose_analyzer",
-           "fit_choosing_features", "unique_word_share"]
+           "documents_per_label", "fit_choosing_features", "unique_word_share"]
