@@ -852,7 +852,7 @@ def _library_version(classifier: str) -> dict[str, str]:
 
 def documents_per_label(labels: sp.csr_matrix | sp.csr_array) -> float:
     """The mean number of training documents of the labels that have any: (document, label) pairs per such label."""
-    used = np.count_nonzero(np.diff(sp.csc_matrix(labels).indptr))
+    used = int(np.count_nonzero(np.diff(sp.csc_matrix(labels).indptr)))
     return float(sp.csr_matrix(labels).nnz) / max(used, 1)
 
 
