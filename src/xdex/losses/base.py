@@ -48,8 +48,9 @@ def logsumexp(x: Tensor, dim: int) -> Tensor:
     """``torch.logsumexp(x, dim)``, computed as ``x_k − log_softmax(x)_k`` at each row's largest entry ``k``.
 
     The same value and gradient (``softmax(x)``) up to rounding; torch's logsumexp takes a slow path on every
-    entry more than about 87 below its row's largest (where e^x leaves float32's normal range: 20 to 100 times
-    slower on x86 CPUs), which unnormalised scores at a low temperature make most of a row; its log_softmax does not
+    entry more than about 87 below its row's largest (where e^x leaves float32's normal range: torch.exp took 60
+    to 180 times as long there on an x86 CPU), which unnormalised scores at a low temperature make most of a row;
+    its log_softmax does not
     (docs/benchmarks.md, "Loss cost against the scale of the scores").
     """
     at = x.detach().argmax(dim=dim, keepdim=True)

@@ -36,8 +36,9 @@ class SoftmaxCE(PoolLoss):
 
     def row_losses(self, scores: Tensor, positives: Tensor) -> Tensor:
         # −Σ_p log softmax(x_i)_p: torch's log_softmax kernel, not torch.logsumexp, whose exp takes a slow path on
-        # every entry more than 87 below its row's largest (about 20 times slower a step on x86 CPUs, where
-        # unnormalised classifier scores at τ = 0.05 make most entries such; docs/benchmarks.md)
+        # every entry more than 87 below its row's largest, which unnormalised classifier scores at τ = 0.05 make
+        # most of a row (5 times this loss's cost there; docs/benchmarks.md, "Loss cost against the scale of the
+        # scores")
         log_probabilities = torch.log_softmax(self.temperature(scores), dim=1)
         losses = -log_probabilities.masked_fill(~positives, 0.0).sum(dim=1)
         if self.normalize:

@@ -142,9 +142,9 @@ class LexicalConfig:
     head_label_documents: float | None = 20.0
     """With ``auto``, labels with at least this many training documents each on average (:func:`documents_per_label`)
     have their feature set chosen on validation documents, as ``validation`` chooses it; None: never. There the
-    lexical channel leads the ranking served, and characters lifted it by 1.7 P@1 (debian-debtags: 139 documents
-    a label; the other shared datasets: 2.2-4.6, where they moved it by 0.2-0.4 for four times the training time;
-    docs/benchmarks.md, "Character n-grams on long texts, chosen on validation")."""
+    lexical channel leads the ranking served, and characters lifted it by 1.1-1.9 P@1 (debian-debtags: 139
+    documents a label); on the other shared datasets (2.2-4.6) they moved it by 0.2-0.4 for four times the training
+    time (docs/benchmarks.md, "debian-debtags again" and "Character n-grams on long texts, chosen on validation")."""
     classifier: str = "omikuji-bonsai"
     """``omikuji-bonsai``, ``omikuji-parabel`` or ``napkinxc-plt`` (the choice: the module's docstring)."""
     loss: str | None = None
