@@ -853,7 +853,7 @@ def _library_version(classifier: str) -> dict[str, str]:
 def documents_per_label(labels: sp.csr_matrix | sp.csr_array) -> float:
     """The mean number of training documents of the labels that have any: (document, label) pairs per such label."""
     used = int(np.count_nonzero(np.diff(sp.csc_matrix(labels).indptr)))
-    return float(sp.csr_matrix(labels).nnz) / max(used, 1)
+    return float(labels.nnz) / max(used, 1)
 
 
 def fit_choosing_features(config: LexicalConfig, texts: Sequence[str], labels: sp.csr_matrix | sp.csr_array,
