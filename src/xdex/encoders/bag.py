@@ -236,7 +236,10 @@ class BagOfEmbeddings(Encoder):
         rows = F.embedding(distinct, self.embedding.weight, sparse=True)
         weights: torch.Tensor | None
         if self.log_weight is not None:
-            weights = F.embedding(distinct, self.log_weight.weight, sparse=True).squeeze(1).exp()[position]
+            # index_select, not [position]: indexing's backward adds repeated positions with atomic adds in a
+            # racing order on several threads, so the gradient would depend on the thread count
+            learned = F.embedding(distinct, self.log_weight.weight, sparse=True).squeeze(1).exp()
+            weights = learned.index_select(0, position)
         else:
             weights = self.token_weights(ids)
         summed = F.embedding_bag(position, rows, offsets, mode="sum", per_sample_weights=weights,
