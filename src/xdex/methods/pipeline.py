@@ -41,9 +41,9 @@ from xdex.modules.dual_encoder import DualEncoder
 from xdex.modules.network import Network
 from xdex.text.tokens import TokenizedTexts
 from xdex.train import Objective, Trainer, TrainerConfig
-from xdex.train.distributed import is_main, main_first
+from xdex.train.distributed import is_distributed, is_main, main_first
 from xdex.train.run_folder import TRAINING, run_folder
-from xdex.train.threads import step_threads
+from xdex.train.threads import training_step_threads
 from xdex.train.trainer import CHECKPOINT, resolve_device
 
 log = logging.getLogger(__name__)
@@ -93,8 +93,8 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
 
     objective = _build(run, plugins)
     settings = trainer_settings(config, plugins)
-    run.trainer = Trainer(objective, settings, workdir, evaluate=_evaluator(run),
-                          step_threads=step_threads(encoder, resolve_device(settings.device)))
+    threads = training_step_threads(encoder, resolve_device(settings.device), is_distributed())
+    run.trainer = Trainer(objective, settings, workdir, evaluate=_evaluator(run), step_threads=threads)
     run.trainer.fit(resume=resume)
     for plugin in plugins:
         for stage in plugin.after_fit:

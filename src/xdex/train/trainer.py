@@ -39,7 +39,7 @@ from xdex.hardware import denormals_flushed
 from xdex.train import distributed as dist
 from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
-from xdex.train.threads import intra_op_threads
+from xdex.train.threads import StepThreads, intra_op_threads
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +124,10 @@ class Trainer:
         config: TrainerConfig,
         workdir: str | Path,
         evaluate: Callable[[], dict[str, float]] | None = None,
-        step_threads: int | None = None,
+        step_threads: int | StepThreads | None = None,
     ):
-        """``step_threads``: intra-op threads of the training steps (None: torch's setting; ``train/threads.py``)."""
+        """``step_threads``: intra-op threads of the training steps, a count or a :class:`StepThreads` that chooses
+        one by timing the steps (None: torch's setting; ``train/threads.py``)."""
         self.objective = objective
         self.step_threads = step_threads
         self.model = objective.model
@@ -206,6 +207,15 @@ class Trainer:
             sch.step()
         return float(loss.detach())
 
+    def _timed_step(self, batch: Any, chooser: StepThreads, i: int) -> float:
+        """:meth:`step` on the thread count ``chooser`` gives the epoch's step ``i``, timed for it."""
+        threads = chooser.threads(i)
+        torch.set_num_threads(threads)
+        started = time.perf_counter()
+        loss = self.step(batch)
+        chooser.record(i, threads, time.perf_counter() - started)
+        return loss
+
     def _train_epoch(self, epoch: int) -> None:
         torch.manual_seed(int(np.random.SeedSequence([self.cfg.seed, epoch]).generate_state(1)[0]))
         t0 = time.perf_counter()
@@ -220,9 +230,13 @@ class Trainer:
         losses = []
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False, unit="batch",
                    disable=None if self.cfg.progress and dist.is_main() else True)  # None: only on a terminal
-        with intra_op_threads(self.step_threads):
-            for batch in bar:
-                losses.append(self.step(batch))
+        threads, chooser = self.step_threads, None
+        if isinstance(threads, StepThreads):
+            chooser, threads = threads, threads.chosen
+            chooser.start_epoch(epoch, len(batches))
+        with intra_op_threads(threads):
+            for i, batch in enumerate(bar):
+                losses.append(self.step(batch) if chooser is None else self._timed_step(batch, chooser, i))
                 bar.set_postfix(loss=f"{losses[-1]:.4f}")
         record: dict[str, Any] = {
             "epoch": epoch + 1,
@@ -230,6 +244,7 @@ class Trainer:
             "lr": self.schedulers[0].get_last_lr()[0],
             "seconds": round(time.perf_counter() - t0, 3),
             **(terms.summary() if terms is not None else {}),
+            **({"step_threads": chooser.chosen} if chooser is not None else {}),
             **self.objective.epoch_stats(),
         }
         due = (epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs
