@@ -140,6 +140,20 @@ def test_step_threads_give_up_at_once_when_every_core_is_much_slower():
     assert used.count(2) == 1 and chooser.chosen == 1
 
 
+def test_a_step_much_slower_on_every_core_later_in_the_epoch_puts_the_rest_on_one_thread():
+    """Another job starts after the look: the epoch does not go on with threads that wait for its core."""
+    chooser = StepThreads(2)
+    chooser.start_epoch(0, 100)
+    look = StepThreads.WARMUP + 2 * StepThreads.PROBE * StepThreads.ROUNDS
+    used = []
+    for i in range(100):
+        n = chooser.threads(i)
+        used.append(n)
+        slow = i >= 50 and n == 2
+        chooser.record(i, n, (50.0 * (StepThreads.GIVE_UP + 1) if slow else {1: 50.0, 2: 40.0}[n]) / 1e3)
+    assert used[look:51] == [2] * (51 - look) and used[51:] == [1] * 49 and chooser.chosen == 1
+
+
 def test_short_epochs_step_on_one_thread_without_a_look():
     chooser = StepThreads(2)
     assert _look(chooser, 0, {1: 50.0, 2: 10.0}, steps=StepThreads.MIN_STEPS - 1) == [1] * (StepThreads.MIN_STEPS - 1)

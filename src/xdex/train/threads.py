@@ -60,10 +60,11 @@ class StepThreads:
     steps on one thread and ``PROBE`` on ``most``, and the rest of the epoch on the count whose median step was
     faster; ``most`` must be faster by ``MARGIN`` to be chosen, since one thread is the safer count when other
     work comes. Every epoch looks again (the load may have changed), at the cost of a few steps on the slower
-    count. A step on ``most`` threads that takes ``GIVE_UP`` times the median on one ends the look at once
-    (another job holds a core: such steps can be many times slower), and the next look is then twice as many
-    epochs away as the last (1, 2, 4, ...), so a machine that stays that busy pays for few of them. Epochs of
-    fewer than ``MIN_STEPS`` steps run on one thread without a look."""
+    count. A step on ``most`` threads that takes ``GIVE_UP`` times the look's median on one thread, in the look
+    or later in the epoch, puts the rest of the epoch on one thread at once (another job holds a core: such
+    steps can be many times slower), and the next look is then twice as many epochs away as the last (1, 2, 4,
+    ...), so a machine that stays that busy pays for few of them. Epochs of fewer than ``MIN_STEPS`` steps run on
+    one thread without a look."""
 
     WARMUP = 2
     PROBE = 3
@@ -82,6 +83,7 @@ class StepThreads:
         self._gave_up = 0  # looks in a row that ended early
         self._plan: list[int] = []  # the thread count of each step of the current look
         self._times: dict[int, list[float]] = {}
+        self._one_thread_median: float | None = None  # of the last look, while ``most`` is chosen
 
     def start_epoch(self, epoch: int, steps: int) -> None:
         """Begin ``epoch`` of ``steps`` steps: plan a look if one is due."""
@@ -95,14 +97,13 @@ class StepThreads:
 
     def record(self, step: int, threads: int, seconds: float) -> None:
         """Note how long step ``step`` took on ``threads`` threads; the look's last step makes the choice."""
-        if step >= len(self._plan):
-            return
-        if step >= self.WARMUP:
+        looking = step < len(self._plan)
+        if looking and step >= self.WARMUP:
             self._times[threads].append(seconds)
-        one = self._times[1]
-        if threads == self.most and one and seconds > self.GIVE_UP * statistics.median(one):
-            self._choose(1, f"a step on {threads} threads took {seconds * 1e3:.0f} ms against "
-                            f"{statistics.median(one) * 1e3:.0f} ms on one", gave_up=True)
+        one = statistics.median(self._times[1]) if looking and self._times[1] else self._one_thread_median
+        if threads == self.most and one is not None and seconds > self.GIVE_UP * one:
+            self._choose(1, f"a step on {threads} threads took {seconds * 1e3:.0f} ms against {one * 1e3:.0f} ms "
+                            "on one", gave_up=True)
         elif step == len(self._plan) - 1:
             medians = {n: statistics.median(t) for n, t in self._times.items()}
             faster = medians[self.most] < self.MARGIN * medians[1]
@@ -110,6 +111,7 @@ class StepThreads:
                                                                for n, m in medians.items()), gave_up=False)
 
     def _choose(self, threads: int, reason: str, gave_up: bool) -> None:
+        self._one_thread_median = statistics.median(self._times[1]) if threads > 1 else None
         self._plan = []
         self.chosen = threads
         self._gave_up = self._gave_up + 1 if gave_up else 0
