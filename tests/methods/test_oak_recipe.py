@@ -257,6 +257,20 @@ def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
     assert linker.encoder["model_dir"] == "/models/distilbert" and "vocab_size" not in linker.encoder
 
 
+def test_a_transformer_linker_naming_no_model_starts_from_the_oak_encoders():
+    from xdex.methods.recipe import recipe_path
+
+    cfg = load_recipe("oak", recipe_path("oak").with_name("oak-paper.yaml"), ["encoder.model_dir=/models/minilm"])
+    assert linker_recipe(cfg.oak, cfg.trainer, cfg.encoder).encoder["model_dir"] == "/models/minilm"
+    packaged = {"type": "transformer", "pretrained": "minilm"}
+    assert linker_recipe(cfg.oak, cfg.trainer, packaged).encoder["pretrained"] == "minilm"
+    own = load_recipe("oak", recipe_path("oak").with_name("oak-paper.yaml"),
+                      ["encoder.model_dir=/models/minilm", "oak.linker.encoder.model_dir=/models/distilbert"])
+    assert linker_recipe(own.oak, own.trainer, own.encoder).encoder["model_dir"] == "/models/distilbert"
+    bag = linker_recipe(OakConfig(linker={}), TrainerConfig(), {"type": "transformer", "model_dir": "/m"})
+    assert bag.encoder["type"] == "bag" and "model_dir" not in bag.encoder
+
+
 @pytest.mark.slow
 def test_two_process_oak_training_writes_one_model_as_good_as_one_process(trained, topics, tmp_path):
     """`torchrun --nproc_per_node=2 -m xdex train --method oak`: rank 0 writes the linker and the model, the

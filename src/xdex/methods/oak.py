@@ -97,10 +97,12 @@ class OakObjective(DualEncoderObjective):
         return self.loss_terms(**terms)
 
 
-def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
+def linker_recipe(config: OakConfig, parent: TrainerConfig, encoder: dict | None = None) -> RecipeConfig:
     """The linker's RecipeConfig: its packaged recipe (``oak.linker.method``, default ngame) with the other
     keys of ``oak.linker`` applied as overrides; progress bars follow the OAK run. The linker ranks AKPs by its
-    embeddings alone: it has no ranking stage unless ``oak.linker.ranker`` asks for one."""
+    embeddings alone: it has no ranking stage unless ``oak.linker.ranker`` asks for one. A transformer linker
+    that names no model starts from the OAK run's own (``encoder``: its ``model_dir`` or ``pretrained``), as
+    the paper's linker and encoder start from the same pre-trained network."""
     section = dict(config.linker)
     method = section.get("method", "ngame")
     if method == "oak":
@@ -109,7 +111,13 @@ def linker_recipe(config: OakConfig, parent: TrainerConfig) -> RecipeConfig:
     if "ranker" not in section:
         cfg.sections.pop("ranker", None)
     cfg.trainer.progress = parent.progress
+    names_a_model = any(cfg.encoder.get(key) is not None for key in _MODEL_KEYS)
+    if encoder is not None and cfg.encoder.get("type") == "transformer" and not names_a_model:
+        cfg.encoder.update({key: encoder[key] for key in _MODEL_KEYS if encoder.get(key) is not None})
     return cfg
+
+
+_MODEL_KEYS = ("model_dir", "pretrained")  # the encoder keys that name the network a transformer starts from
 
 
 def _as_overrides(section: dict, prefix: str = "") -> list[str]:
@@ -170,8 +178,8 @@ def train_linker(run: Run) -> None:
         linker = DualEncoderModel.load(out)
     else:
         log.info("stage 1: training the linker on %d AKP links", links.nnz)
-        trained = run.train_recipe(linker_dataset(dataset), linker_recipe(oak, run.config.trainer), out,
-                                   resume=run.resume)
+        recipe = linker_recipe(oak, run.config.trainer, run.config.encoder)
+        trained = run.train_recipe(linker_dataset(dataset), recipe, out, resume=run.resume)
         barrier()  # under torchrun rank 0 alone writes the linker; the other ranks read it once it is there
         linker = trained if trained is not None else DualEncoderModel.load(out)
     run.shared["linker"] = linker
