@@ -255,6 +255,7 @@ def test_the_paper_settings_load_with_the_papers_bank_and_linker_choices():
     linker = linker_recipe(cfg.oak, cfg.trainer)
     assert linker.method == "ngame" and linker.encoder["type"] == "transformer"
     assert linker.encoder["model_dir"] == "/models/distilbert" and "vocab_size" not in linker.encoder
+    assert linker.trainer.eval_every == 5 and linker.trainer.checkpoint_seconds == 60
 
 
 def test_a_transformer_linker_naming_no_model_starts_from_the_oak_encoders():
