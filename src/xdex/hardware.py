@@ -25,6 +25,21 @@ def cpu_has_bf16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
+def resolve_device(name: str, setting: str = "device") -> torch.device:
+    """The torch device a ``setting`` names: ``"auto"`` is CUDA where there is a device, else the CPU; CUDA
+    without an index is the current device (a distributed rank's own GPU). A name torch does not know, or CUDA on
+    a machine without it, is refused naming the setting."""
+    try:
+        device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{setting} is {name!r}: expected auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{setting} is {name!r} but no CUDA device is available")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def denormals_are_flushed() -> bool:
     """Whether this thread's float arithmetic treats subnormal numbers as zero (x86 DAZ, what
     ``torch.set_flush_denormal(True)`` sets): a subnormal input then multiplies to zero. torch has no getter."""

@@ -286,3 +286,8 @@ def test_head_scores_are_the_two_cosines_of_the_final_score():
     top = net.head_scores(q, ranking.indices, vectors[ranking.indices])
     np.testing.assert_allclose(final_score(torch.from_numpy(top[..., 0]), torch.from_numpy(top[..., 1])).numpy(),
                                ranking.scores, rtol=1e-5)
+
+
+def test_the_linker_is_the_networks_one_part():
+    linker = FixedLinker([0], [1.0])
+    assert small_net(linker).parts() == {"linker": linker}

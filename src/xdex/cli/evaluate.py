@@ -43,6 +43,8 @@ SEARCH_HELP = ("Rank with one part of the model: lexical (the ranking stage's TF
                "network's own ranking, without the ranking stage), de (label embeddings alone) or clf "
                "(classifiers alone); the default is the model's own: fused (the ranking stage, every channel), or "
                "for a model without one concat for UniDEC (both heads), fused for DEXA.")
+DEVICE_HELP = ("Where the network embeds the texts: auto (a GPU where there is one), cpu, cuda or cuda:N; the "
+               "label search and the ranking stage run on the CPU.")
 
 
 def parse_ks(text: str, option: str) -> list[int]:
@@ -74,6 +76,7 @@ def evaluate(
         None, "--deciles", help="Write a plot of each label decile's share of P@k (largest --k) to this file."),
     search: str | None = typer.Option(
         None, "--search", help=SEARCH_HELP),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     record: bool = typer.Option(
         False, "--record", help="Also add the metrics to MODEL_DIR's model card (README.md), replacing those of an "
         "earlier --record on the same data and search mode; the model's files are not touched."),
@@ -92,7 +95,7 @@ def evaluate(
         ranking = read_predictions(pred, len(test), dataset.n_labels, k=depth)
     else:
         assert model_dir is not None  # exactly one of the two, checked above
-        trained = _load_model(model_dir, dataset, search)
+        trained = _load_model(model_dir, dataset, search, device)
         ranking = trained.predict(test.texts, depth)
         evaluated = dataset
         dataset = _with_unused_labels(dataset, int(ranking.indices.max(initial=-1)) + 1)
@@ -105,11 +108,12 @@ def evaluate(
         _plot_deciles(ranking, dataset, max(ks), deciles, echo=not as_json)
 
 
-def _load_model(model_dir: Path, dataset: Dataset, search: str | None) -> DualEncoderModel:
-    """The model in ``model_dir`` ranking with ``search``, after checking that it was trained on these labels."""
+def _load_model(model_dir: Path, dataset: Dataset, search: str | None, device: str = "cpu") -> DualEncoderModel:
+    """The model in ``model_dir`` ranking with ``search`` and embedding on ``device``, after checking that it was
+    trained on these labels."""
     from xdex.inference.model import DualEncoderModel
 
-    trained = DualEncoderModel.load(model_dir)
+    trained = DualEncoderModel.load(model_dir).to(device)
     if search is not None:
         trained = trained.with_search(search)
     if list(trained.label_ids[: trained.n_trained]) != list(dataset.labels.ids):

@@ -32,7 +32,7 @@ import numpy as np
 import typer
 
 from xdex.cli.common import loaded_objects_frozen
-from xdex.cli.evaluate import SEARCH_HELP
+from xdex.cli.evaluate import DEVICE_HELP, SEARCH_HELP
 from xdex.data.errors import Problem
 from xdex.jsonfile import parse_json_line, read_json, write_json
 
@@ -190,6 +190,7 @@ def register(app: typer.Typer) -> None:
         batch_size: int = typer.Option(4096, "--batch-size", min=1, help="Texts encoded and written at a time."),
         search: str | None = typer.Option(None, "--search", help=SEARCH_HELP),
         overwrite: bool = typer.Option(False, "--overwrite", help="Start afresh instead of continuing OUTPUT."),
+        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     ) -> None:
         """Predict the top-k labels of every input line: one JSON row per line, in input order, with "id" (the
         0-based row), "labels" (catalogue rows), "scores" and "keys" (label ids).
@@ -208,7 +209,7 @@ def register(app: typer.Typer) -> None:
             raise FileNotFoundError(f"input file not found: {input}")
         if output.resolve() == input.resolve():
             raise ValueError(f"--output {output} is the input file; choose another --output")
-        model = DualEncoderModel.load(model_dir)
+        model = DualEncoderModel.load(model_dir).to(device)
         model = model if search is None else model.with_search(search)
         settings = {"input": str(input.resolve()), "model": str(model_dir.resolve()), "k": k,
                     "search": model.search, "labels": len(model.label_ids)}

@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
+import torch
 import yaml
 
 from xdex.atomic import atomic_path, atomic_write_text
 from xdex.config import ConfigError, read_yaml
+from xdex.hardware import resolve_device
 from xdex.index import ExactIndex, Index, load_index
 from xdex.index.storage import file_digest, read_meta
 from xdex.inference.added_labels import check_texts, fingerprint, new_keys, read_added, write_added
@@ -107,6 +109,16 @@ class DualEncoderModel:
     def embed_texts(self, texts: list[str], batch_size: int = 512) -> np.ndarray:
         """Query-side search vectors of ``texts``."""
         return self.net.text_vectors(texts, batch_size).numpy()
+
+    def to(self, device: str | torch.device) -> DualEncoderModel:
+        """Embed texts on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``, or ``"auto"``: a GPU where there is one),
+        and the model directories the network holds (OAK's linker) with it; the label search and the ranking stage
+        stay on the CPU. A model loads on the CPU. Returns the model itself, as ``nn.Module.to`` does."""
+        target = resolve_device(str(device))
+        self.net.to(target)
+        for part in self.net.parts().values():
+            part.to(target)
+        return self
 
     def predict(self, texts: list[str], k: int = 10) -> Ranking:
         """Top-``k`` label rows and scores for each text, best first: the ranking stage's fused scores, or (without

@@ -22,6 +22,7 @@ import torch
 from xdex.data.dataset import Dataset
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import build_encoder
+from xdex.hardware import resolve_device
 from xdex.inference.model import DualEncoderModel
 from xdex.losses import build_loss
 from xdex.methods.objective import DualEncoderObjective
@@ -44,7 +45,7 @@ from xdex.train import Objective, Trainer, TrainerConfig
 from xdex.train.distributed import is_distributed, is_main, main_first
 from xdex.train.run_folder import TRAINING, run_folder
 from xdex.train.threads import training_step_threads
-from xdex.train.trainer import CHECKPOINT, resolve_device
+from xdex.train.trainer import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def _train(dataset: Dataset, config: RecipeConfig, out: Path, resume: bool, plug
 
     objective = _build(run, plugins)
     settings = trainer_settings(config, plugins)
-    threads = training_step_threads(encoder, resolve_device(settings.device), is_distributed())
+    threads = training_step_threads(encoder, resolve_device(settings.device, "trainer.device"), is_distributed())
     run.trainer = Trainer(objective, settings, workdir, evaluate=_evaluator(run), step_threads=threads)
     run.trainer.fit(resume=resume)
     for plugin in plugins:

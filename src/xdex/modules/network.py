@@ -34,6 +34,11 @@ class Network(nn.Module):
     kind: str = "network"  # the registered type (xdex.modules.registry), recorded in heads.json
     model_subfolders: tuple[str, ...] = ()  # sub-folders that are model directories of their own
 
+    def parts(self) -> dict[str, Any]:
+        """The model directories of ``model_subfolders`` the network holds, by sub-folder (what :meth:`load` is
+        handed as ``parts``)."""
+        return {}
+
     @property
     def search_modes(self) -> tuple[str, ...]:
         """The search modes this network supports (a subclass sets or computes them)."""

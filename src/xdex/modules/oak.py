@@ -242,6 +242,10 @@ class OakNet(DualEncoder):
             raise ValueError(f"search mode must be one of {', '.join(self.search_modes)}, got {mode!r}")
         self._search = mode
 
+    def parts(self) -> dict[str, Any]:
+        """The linker, a model directory of its own."""
+        return {LINKER_DIR: self.linker}
+
     # -- query side (no graph) ------------------------------------------------------------------
     def text_vectors(
         self, texts: Sequence[str], batch_size: int = 512, links: sp.csr_matrix | None = None

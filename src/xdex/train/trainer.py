@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from xdex.atomic import atomic_write_text
-from xdex.hardware import denormals_flushed
+from xdex.hardware import denormals_flushed, resolve_device
 from xdex.train import distributed as dist
 from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
@@ -91,17 +91,6 @@ class TrainerConfig:
     checkpoint_seconds: float = 0.0
 
 
-def resolve_device(name: str) -> torch.device:
-    """``"auto"``: CUDA when there is a device, else the CPU; CUDA without an index is the current device (a
-    distributed rank's own GPU)."""
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"trainer.device is {name!r} but no CUDA device is available")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
 class ObjectiveModule(nn.Module):
     """``objective.loss`` as the forward pass of a module holding ``objective.model``, for DDP to wrap: DDP
     averages the gradients of the backward pass that follows its forward pass."""
@@ -132,7 +121,7 @@ class Trainer:
         self.step_threads = step_threads
         self.model = objective.model
         self.cfg = config
-        self.device = resolve_device(config.device)
+        self.device = resolve_device(config.device, "trainer.device")
         self.model.to(self.device)
         self.workdir = Path(workdir)
         self.evaluate = evaluate
