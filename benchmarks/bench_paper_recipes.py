@@ -124,6 +124,7 @@ def run_one(job: dict) -> list[dict]:
         "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else 0.0,
         "torch": torch.__version__,
     }
+    model.to("auto")  # the test texts embedded where training ran: a transformer on the CPU takes minutes for long texts
     rankings = {f"{job['recipe']} [{model.search}]": model.predict(dataset.test.texts, k)}
     for mode in model.search_modes:
         if mode != model.search:
