@@ -24,7 +24,7 @@ def test_to_the_cpu_returns_the_model_and_predicts_the_same(trained, toy):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto means the GPU where there is one")
 def test_auto_is_the_cpu_without_a_gpu(trained):
     model = DualEncoderModel.load(trained["ngame"]).to("auto")
-    assert {p.device.type for p in model.net.parameters()} == {"cpu"}
+    assert {p.device.type for p in model.net.encoder.parameters()} == {"cpu"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -47,7 +47,7 @@ def test_cuda_without_a_gpu_is_refused_by_name(trained, toy, monkeypatch, capsys
 def test_predictions_on_a_gpu_match_the_cpu(trained, toy, name):
     cpu = DualEncoderModel.load(trained[name]).predict(toy.test.texts, 5)
     model = DualEncoderModel.load(trained[name]).to("cuda")
-    assert {p.device.type for p in model.net.parameters()} == {"cuda"}
+    assert {p.device.type for p in model.net.encoder.parameters()} == {"cuda"}
     gpu = model.predict(toy.test.texts, 5)
     np.testing.assert_allclose(gpu.scores, cpu.scores, atol=1e-4)
     clear = (cpu.scores[:, 0] - cpu.scores[:, 1]) > 1e-3  # a first label ahead of the second by more than rounding

@@ -111,11 +111,13 @@ class DualEncoderModel:
         return self.net.text_vectors(texts, batch_size).numpy()
 
     def to(self, device: str | torch.device) -> DualEncoderModel:
-        """Embed texts on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``, or ``"auto"``: a GPU where there is one),
-        and the model directories the network holds (OAK's linker) with it; the label search and the ranking stage
-        stay on the CPU. A model loads on the CPU. Returns the model itself, as ``nn.Module.to`` does."""
+        """Embed texts on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``, or ``"auto"``: a GPU where there is one):
+        the network's encoder moves there, and those of the model directories it holds (OAK's linker). Its heads,
+        label tables, the label search and the ranking stage stay on the CPU, where the encoder's embeddings come
+        back (``Encoder.embed``), so no label table crosses over per batch. A model loads on the CPU. Returns the
+        model itself, as ``nn.Module.to`` does."""
         target = resolve_device(str(device))
-        self.net.to(target)
+        self.net.encoder.to(target)
         for part in self.net.parts().values():
             part.to(target)
         return self
