@@ -3,6 +3,8 @@ import json
 import numpy as np
 import pytest
 import tokenizers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xdex.text import Tokenizer
 
@@ -128,3 +130,78 @@ def test_bad_inputs_give_clear_errors(tmp_path):
     (broken / "tokenizer_config.json").write_text('{\n  "pad_token": }')
     with pytest.raises(ValueError, match="tokenizer_config.json:2: invalid JSON"):
         Tokenizer.from_pretrained_dir(broken)
+
+
+# -- the ASCII shortcut: Python's string methods in place of BertNormalizer on ASCII texts ---------------------------
+ASCII_CORPUS = CORPUS + ["Tabs\tand\nnew lines\r here", "punct-uation: (a), [b]; {c}!", "x\x00y\x0bz\x0c\x7f end",
+                         "caf\u00e9 na\u00efve", "\u4e2d\u6587 words", "[CLS] literal [sep] [MASK]"]
+
+
+def _full_pipeline(tok: Tokenizer, texts: list[str], max_length: int, special_tokens: bool) -> list[list[int]]:
+    """The ids of the tokenizer's own pipeline, normaliser included, without the shortcut."""
+    backend = tokenizers.Tokenizer.from_str(tok._backend.to_str())
+    backend.enable_truncation(max_length)
+    return [e.ids for e in backend.encode_batch(texts, add_special_tokens=special_tokens)]
+
+
+@pytest.fixture(scope="module")
+def trained_tok():
+    return Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
+
+
+def test_every_ascii_character_gets_the_ids_of_the_whole_pipeline(trained_tok, tmp_path):
+    for tok in (trained_tok, Tokenizer.from_pretrained_dir(write_vocab(tmp_path)),
+                Tokenizer.from_pretrained_dir(write_vocab(tmp_path / "cased", lowercase=False))):
+        assert tok._ascii is not None  # both are BertNormalizer pipelines
+        texts = [f"The {chr(c)}cat{chr(c)} sat{chr(c)} on {chr(c)} the mat" for c in range(128)]
+        assert len(tok._ascii.takes(texts, 4)) == 128  # every one of them is cut
+        texts += [chr(c) for c in range(128)]  # and these, too short to cut, take the whole pipeline
+        for max_length in (4, 16):
+            for special_tokens in (False, True):
+                got = [ids.tolist() for ids in tok.encode_batch(texts, max_length, special_tokens)]
+                assert got == _full_pipeline(tok, texts, max_length, special_tokens)
+
+
+def test_ascii_and_other_texts_mixed_keep_their_rows(trained_tok):
+    texts = ASCII_CORPUS[::-1] + ASCII_CORPUS
+    assert 0 < len(trained_tok._ascii.takes(texts, 4)) < len(texts)  # both paths are taken
+    got = [ids.tolist() for ids in trained_tok.encode_batch(texts, 4)]
+    assert got == _full_pipeline(trained_tok, texts, 4, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40)
+                | st.lists(st.sampled_from(["[CLS]", "[UNK]", "Cat", "\u00e9", " ", "\t", "s", "."]), max_size=8)
+                .map("".join), max_size=6))
+def test_random_ascii_texts_get_the_ids_of_the_whole_pipeline(texts):
+    tok = _RANDOM_TOK
+    assert [ids.tolist() for ids in tok.encode_batch(texts, 5)] == _full_pipeline(tok, texts, 5, False)
+
+
+_RANDOM_TOK = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["cat", "The", "sat.", "mats,", "x\x01", "\x02", "(a)", "\t", "  ", "\n\r", "dogs"]),
+                min_size=0, max_size=60).map(" ".join),
+       st.integers(min_value=3, max_value=12), st.booleans())
+def test_a_long_text_cut_to_its_first_words_gets_the_ids_of_the_whole_text(text, max_length, special_tokens):
+    tok = _RANDOM_TOK
+    got = tok.encode_batch([text, text.upper()], max_length, special_tokens)
+    assert [ids.tolist() for ids in got] == _full_pipeline(tok, [text, text.upper()], max_length, special_tokens)
+
+
+def test_a_long_text_is_cut_before_the_library_reads_it(trained_tok):
+    text = " ".join(["The cat sat on the mat"] * 500)
+    assert len(trained_tok._ascii.normalize(text, 8).split()) == 8
+    assert trained_tok.encode_batch([text], 8)[0].tolist() == _full_pipeline(trained_tok, [text], 8, False)[0]
+
+
+def test_a_tokenizer_with_another_normalizer_takes_no_shortcut():
+    backend = tokenizers.Tokenizer(tokenizers.models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    backend.normalizer = tokenizers.normalizers.Lowercase()
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tok = Tokenizer(backend)
+    assert tok._ascii is None and tok.encode_batch(["A a"], 4)[0].tolist() == [1, 1]
+    backend.normalizer = tokenizers.normalizers.BertNormalizer(clean_text=False)
+    assert Tokenizer(backend)._ascii is None  # without the cleaning, a word of control characters may give no id

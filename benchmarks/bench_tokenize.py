@@ -1,0 +1,115 @@
+"""Tokenizing texts for prediction: xdex's `Tokenizer.encode_batch` with its cut of long ASCII texts (cleaned as
+BertNormalizer cleans them, cut to the words their ids come from) against the same call without it (the whole
+`tokenizers` pipeline on every text), on the same texts.
+
+    python -m benchmarks.bench_tokenize [--data-root DIR] [--datasets NAME ...] [--batches 1 200 2000]
+        [--runs 40] [--vocab 30000] [--update-docs]
+
+Per dataset: a WordPiece vocabulary trained on its training texts (as a bag encoder's is); its test texts taken in
+turn, cut to the length a recipe reads (``max_length: auto``: :func:`xdex.encoders.factory.length_from_data`). The
+two ways alternate call by call, each first in every other pair, so that a busy machine slows both alike; reported
+are the medians and their ratio. Both give the same ids (checked here, and in tests/text/test_tokenizer.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import tokenizers
+
+from benchmarks.harness import (
+    DATA_ROOT_HELP,
+    command_line,
+    data_root,
+    load_average,
+    machine_line,
+    median,
+    publish,
+    timed,
+)
+
+log = logging.getLogger("bench_tokenize")
+MODULE = "benchmarks.bench_tokenize"
+SECTION = "## Tokenizing for prediction: BertNormalizer's work on ASCII texts"
+DATASETS = ("foldoc-links-titles", "foldoc-links", "debian-debtags")
+
+
+def measure(name: str, root: Path, batches: list[int], runs: int, vocab: int) -> list[dict]:
+    from xdex.data import load
+    from xdex.encoders.factory import length_from_data
+    from xdex.text import Tokenizer
+
+    dataset = load(root / name)
+    tokenizer = Tokenizer.train_wordpiece(dataset.train.texts + dataset.labels.texts, vocab)
+    max_length = length_from_data(tokenizer, dataset.train.texts)
+    whole = Tokenizer(tokenizers.Tokenizer.from_str(tokenizer._backend.to_str()), tokenizer.pad_token)
+    whole._ascii = None  # the reference: every text through the whole pipeline
+    if dataset.test is None:
+        raise ValueError(f"{root / name}: no test split to tokenize")
+    texts = dataset.test.texts
+    share = np.mean([t.isascii() for t in texts])
+    rows = []
+    for size in batches:
+        chunks = [[texts[(start + i) % len(texts)] for i in range(size)] for start in range(0, runs * size, size)]
+        ours: list[float] = []
+        theirs: list[float] = []
+        for i, chunk in enumerate(chunks):  # each way first in every other pair: the first call of a pair pays more
+            for way in ((tokenizer, ours), (whole, theirs))[:: 1 if i % 2 else -1]:
+                out, seconds = timed(way[0].encode_batch, chunk, max_length)
+                way[1].append(seconds)
+                if way[0] is tokenizer:
+                    got = out
+                else:
+                    reference = out
+            if any(not np.array_equal(a, b) for a, b in zip(got, reference, strict=True)):
+                raise AssertionError(f"{name}: ids differ from the whole pipeline's")
+        rows.append({"dataset": name, "texts": size, "max_length": max_length, "ascii": share,
+                     "whole_us": 1e6 * median(theirs) / size, "ours_us": 1e6 * median(ours) / size})
+        log.info("%s, batch %d: %.1f -> %.1f us a text", name, size, rows[-1]["whole_us"], rows[-1]["ours_us"])
+    return rows
+
+
+def report(rows: list[dict], argv: list[str], load: list[float]) -> str:
+    lines = [
+        SECTION, "",
+        f"`{command_line(MODULE, argv)}`", "",
+        f"{machine_line(load, torch_note=None)}; tokenizers {tokenizers.__version__} (its own thread pool, as in "
+        "prediction). Microseconds per text: the median over the calls of a batch's time over its texts. "
+        "`encode_batch` without the cut (every text through the whole pipeline) and with it alternate call by call, "
+        "each first in every other pair, and give the same ids.", "",
+        "| dataset | max_length | ASCII texts | batch | whole pipeline µs / text | with the cut µs / text | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['dataset']} | {r['max_length']} | {100 * r['ascii']:.1f}% | {r['texts']} | "
+                     f"{r['whole_us']:.2f} | {r['ours_us']:.2f} | {r['ours_us'] / r['whole_us']:.2f} |")
+    lines += ["", "Titles are shorter than `2 * max_length` characters: they take the whole pipeline either way, and the "
+              "difference on them is the cost of looking at their lengths. A long text is cut to its first "
+              "`max_length` words before the library reads it (`xdex.text.tokenizer._AsciiShortcut`)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", type=Path, default=data_root(), help=DATA_ROOT_HELP)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 200, 2000])
+    parser.add_argument("--runs", type=int, default=40, help="calls of each way per batch size")
+    parser.add_argument("--vocab", type=int, default=30000, help="WordPiece vocabulary size")
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    load = [load_average()]
+    rows = [row for name in args.datasets for row in measure(name, args.data_root, args.batches, args.runs, args.vocab)]
+    load.append(load_average())
+    publish(report(rows, argv, load), args.update_docs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
