@@ -205,3 +205,7 @@ def test_a_tokenizer_with_another_normalizer_takes_no_shortcut():
     assert tok._ascii is None and tok.encode_batch(["A a"], 4)[0].tolist() == [1, 1]
     backend.normalizer = tokenizers.normalizers.BertNormalizer(clean_text=False)
     assert Tokenizer(backend)._ascii is None  # without the cleaning, a word of control characters may give no id
+    backend.normalizer = tokenizers.normalizers.BertNormalizer()
+    assert Tokenizer(backend)._ascii is not None
+    backend.add_tokens([tokenizers.AddedToken("[Mark]", normalized=True)])  # matched in the normalised text
+    assert Tokenizer(backend)._ascii is None

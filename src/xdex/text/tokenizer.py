@@ -234,12 +234,15 @@ class _AsciiShortcut:
     @classmethod
     def of(cls, backend: tokenizers.Tokenizer) -> _AsciiShortcut | None:
         """The shortcut for ``backend``, or None where its normaliser is not a BertNormalizer that cleans texts
-        (without the cleaning, a word of control characters may give no id)."""
+        (without the cleaning, a word of control characters may give no id) or an added token is matched in the
+        normalised text (then a text may hold it in another case; BERT's special tokens are matched as written)."""
         spec = json.loads(backend.to_str())
         normalizer = spec.get("normalizer") or {}
-        if normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text", True):
+        tokens = spec.get("added_tokens") or []
+        if (normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text", True)
+                or any(token.get("normalized", True) for token in tokens)):
             return None
-        added = [token["content"] for token in spec.get("added_tokens") or []]
+        added = [token["content"] for token in tokens]
         return cls(json.dumps({**spec, "normalizer": None}), bool(normalizer.get("lowercase", True)), added)
 
     def takes(self, texts: list[str], max_length: int) -> list[int]:
