@@ -132,7 +132,7 @@ def test_bad_inputs_give_clear_errors(tmp_path):
         Tokenizer.from_pretrained_dir(broken)
 
 
-# -- the ASCII shortcut: Python's string methods in place of BertNormalizer on ASCII texts ---------------------------
+# -- long ASCII texts cleaned as BertNormalizer cleans them and cut to the words their ids come from -------------
 ASCII_CORPUS = CORPUS + ["Tabs\tand\nnew lines\r here", "punct-uation: (a), [b]; {c}!", "x\x00y\x0bz\x0c\x7f end",
                          "caf\u00e9 na\u00efve", "\u4e2d\u6587 words", "[CLS] literal [sep] [MASK]"]
 
@@ -144,13 +144,11 @@ def _full_pipeline(tok: Tokenizer, texts: list[str], max_length: int, special_to
     return [e.ids for e in backend.encode_batch(texts, add_special_tokens=special_tokens)]
 
 
-@pytest.fixture(scope="module")
-def trained_tok():
-    return Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
+TRAINED = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
 
 
-def test_every_ascii_character_gets_the_ids_of_the_whole_pipeline(trained_tok, tmp_path):
-    for tok in (trained_tok, Tokenizer.from_pretrained_dir(write_vocab(tmp_path)),
+def test_every_ascii_character_gets_the_ids_of_the_whole_pipeline(tmp_path):
+    for tok in (TRAINED, Tokenizer.from_pretrained_dir(write_vocab(tmp_path)),
                 Tokenizer.from_pretrained_dir(write_vocab(tmp_path / "cased", lowercase=False))):
         assert tok._ascii is not None  # both are BertNormalizer pipelines
         texts = [f"The {chr(c)}cat{chr(c)} sat{chr(c)} on {chr(c)} the mat" for c in range(128)]
@@ -162,11 +160,11 @@ def test_every_ascii_character_gets_the_ids_of_the_whole_pipeline(trained_tok, t
                 assert got == _full_pipeline(tok, texts, max_length, special_tokens)
 
 
-def test_ascii_and_other_texts_mixed_keep_their_rows(trained_tok):
+def test_ascii_and_other_texts_mixed_keep_their_rows():
     texts = ASCII_CORPUS[::-1] + ASCII_CORPUS
-    assert 0 < len(trained_tok._ascii.takes(texts, 4)) < len(texts)  # both paths are taken
-    got = [ids.tolist() for ids in trained_tok.encode_batch(texts, 4)]
-    assert got == _full_pipeline(trained_tok, texts, 4, False)
+    assert 0 < len(TRAINED._ascii.takes(texts, 4)) < len(texts)  # both paths are taken
+    got = [ids.tolist() for ids in TRAINED.encode_batch(texts, 4)]
+    assert got == _full_pipeline(TRAINED, texts, 4, False)
 
 
 @settings(max_examples=200, deadline=None)
@@ -174,11 +172,8 @@ def test_ascii_and_other_texts_mixed_keep_their_rows(trained_tok):
                 | st.lists(st.sampled_from(["[CLS]", "[UNK]", "Cat", "\u00e9", " ", "\t", "s", "."]), max_size=8)
                 .map("".join), max_size=6))
 def test_random_ascii_texts_get_the_ids_of_the_whole_pipeline(texts):
-    tok = _RANDOM_TOK
+    tok = TRAINED
     assert [ids.tolist() for ids in tok.encode_batch(texts, 5)] == _full_pipeline(tok, texts, 5, False)
-
-
-_RANDOM_TOK = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
 
 
 @settings(max_examples=150, deadline=None)
@@ -186,15 +181,15 @@ _RANDOM_TOK = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
                 min_size=0, max_size=60).map(" ".join),
        st.integers(min_value=3, max_value=12), st.booleans())
 def test_a_long_text_cut_to_its_first_words_gets_the_ids_of_the_whole_text(text, max_length, special_tokens):
-    tok = _RANDOM_TOK
+    tok = TRAINED
     got = tok.encode_batch([text, text.upper()], max_length, special_tokens)
     assert [ids.tolist() for ids in got] == _full_pipeline(tok, [text, text.upper()], max_length, special_tokens)
 
 
-def test_a_long_text_is_cut_before_the_library_reads_it(trained_tok):
+def test_a_long_text_is_cut_before_the_library_reads_it():
     text = " ".join(["The cat sat on the mat"] * 500)
-    assert len(trained_tok._ascii.normalize(text, 8).split()) == 8
-    assert trained_tok.encode_batch([text], 8)[0].tolist() == _full_pipeline(trained_tok, [text], 8, False)[0]
+    assert len(TRAINED._ascii.normalize(text, 8).split()) == 8
+    assert TRAINED.encode_batch([text], 8)[0].tolist() == _full_pipeline(TRAINED, [text], 8, False)[0]
 
 
 def test_a_tokenizer_with_another_normalizer_takes_no_shortcut():
