@@ -58,14 +58,11 @@ def measure(name: str, root: Path, batches: list[int], runs: int, vocab: int) ->
         ours: list[float] = []
         theirs: list[float] = []
         for i, chunk in enumerate(chunks):  # each way first in every other pair: the first call of a pair pays more
-            for way in ((tokenizer, ours), (whole, theirs))[:: 1 if i % 2 else -1]:
-                out, seconds = timed(way[0].encode_batch, chunk, max_length)
-                way[1].append(seconds)
-                if way[0] is tokenizer:
-                    got = out
-                else:
-                    reference = out
-            if any(not np.array_equal(a, b) for a, b in zip(got, reference, strict=True)):
+            ids = {}
+            for way, times in ((tokenizer, ours), (whole, theirs))[:: 1 if i % 2 else -1]:
+                ids[way], seconds = timed(way.encode_batch, chunk, max_length)
+                times.append(seconds)
+            if any(not np.array_equal(a, b) for a, b in zip(ids[tokenizer], ids[whole], strict=True)):
                 raise AssertionError(f"{name}: ids differ from the whole pipeline's")
         rows.append({"dataset": name, "texts": size, "max_length": max_length, "ascii": share,
                      "whole_us": 1e6 * median(theirs) / size, "ours_us": 1e6 * median(ours) / size})
