@@ -229,14 +229,7 @@ def test_stacked_rows_equal_scipys_stacking_to_the_bit(n_blocks):
     by scipy, each row scaled to unit length again (texts with unicode, repeats, no feature at all)."""
     import scipy.sparse as sp
 
-    from xdex.ranking.lexical import (
-        FeatureRows,
-        LexicalConfig,
-        TfidfTransform,
-        _vectorizer,
-        row_of_entries,
-        unit_values,
-    )
+    from xdex.ranking.lexical import FeatureRows, LexicalConfig, TfidfTransform, _vectorizer
 
     train = ["alpha beta beta", "beta gamma", "Ünïcode wörds ß", "gamma delta alpha", "straße café déjà"]
     texts = [*train, "", "zzz", "alpha alpha alpha beta", "wörds café gamma ß ß"]
@@ -263,3 +256,60 @@ def test_stacked_rows_equal_scipys_stacking_to_the_bit(n_blocks):
     np.testing.assert_array_equal(fast.indices, reference.indices)
     np.testing.assert_array_equal(fast.data, reference.data)
     assert fast.data.dtype == np.float32 and fast.has_sorted_indices
+
+
+def row_of_entries(indptr: np.ndarray) -> np.ndarray:
+    """The row of each entry of CSR arrays with row offsets ``indptr``."""
+    return np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+
+
+def unit_values(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """``values`` (the entries of rows ``rows``) with each nonzero row scaled to unit length, as float32: the array
+    expressions the compiled scaling replaced (the reference)."""
+    norms = np.sqrt(np.bincount(rows, weights=np.square(values, dtype=np.float64), minlength=n_rows))
+    return (values / norms[rows]).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["word", "char"])
+def test_tfidf_rows_equal_the_array_expressions_to_the_bit(kind):
+    """TfidfTransform.rows's compiled tf-idf and scaling against numpy's expressions of the same counts."""
+    from xdex.data import load
+    from xdex.ranking.lexical import LexicalConfig, TfidfTransform, _vectorizer
+
+    demo = load("demo")
+    transform = TfidfTransform(_vectorizer(kind, LexicalConfig(min_df=1)).fit(demo.train.texts[:300]))
+    texts = [*demo.test.texts[:50], "", "qqqq", "Ünïcode wörds ß ß ß", "a a a a a a b"]
+    for batch in (texts, texts[:1], texts[-1:]):
+        indptr, columns, values = transform.rows(batch)
+        counts = transform._char.count(batch) if transform._char is not None else transform._count(batch)
+        np.testing.assert_array_equal(indptr, counts[0])
+        np.testing.assert_array_equal(columns, counts[1])
+        raw = (1.0 + np.log(counts[2].astype(np.float64))) * transform.idf[columns]
+        expected = unit_values(raw, row_of_entries(indptr), len(batch))
+        assert values.dtype == np.float32
+        np.testing.assert_array_equal(values, expected)
+
+
+def test_lexical_rows_best_first_equal_lexsort():
+    """The compiled ordering of the lexical channel's labels against the padding and lexsort it replaced: labels out
+    of range dropped, best first, ties to the lower id, padding last."""
+    from xdex.ranking.lexical import _best_first, _found_labels
+
+    rng = np.random.default_rng(11)
+    n, k, n_labels = 200, 12, 40
+    labels = rng.integers(0, n_labels + 5, (n, k)).astype(np.uint32)  # some beyond the labels
+    raw = rng.choice(np.float32([0.0, 0.25, 0.5, 0.75, 1.0]), (n, k))  # many ties
+    found = rng.integers(0, k + 1, n)
+    found[:3] = (0, k, 1)
+    ids, scores = _found_labels(labels, raw, found)
+    expected_ids = np.where(np.arange(k) < found[:, None], labels.astype(np.int64), -1)
+    np.testing.assert_array_equal(ids, expected_ids)
+    np.testing.assert_array_equal(scores, np.where(expected_ids >= 0, raw, -np.inf).astype(np.float32))
+
+    valid = (ids >= 0) & (ids < n_labels)
+    plain_ids, plain_scores = np.where(valid, ids, -1), np.where(valid, scores, -np.inf).astype(np.float32)
+    order = np.lexsort((plain_ids, -plain_scores, ~valid), axis=1)
+    got_ids, got_scores = _best_first(ids, scores, n_labels)
+    np.testing.assert_array_equal(got_ids, np.take_along_axis(plain_ids, order, axis=1))
+    np.testing.assert_array_equal(got_scores, np.take_along_axis(plain_scores, order, axis=1))
+    assert got_scores.dtype == np.float32 and (got_ids[:, 0] >= 0).any() and (got_ids == -1).any()

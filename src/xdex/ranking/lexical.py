@@ -267,8 +267,7 @@ class TfidfTransform:
         """``(indptr, columns, values)`` of the unit-length TF-IDF rows of ``texts``: CSR arrays (int64, int64,
         float32), each row's columns in no particular order."""
         offsets, columns, counts = self._char.count(texts) if self._char is not None else self._count(texts)
-        values = (1.0 + np.log(counts.astype(np.float64))) * self.idf[columns]  # sublinear tf x idf
-        return offsets, columns, unit_values(values, row_of_entries(offsets), len(texts))
+        return offsets, columns, _unit_tfidf(offsets, columns, np.log(counts.astype(np.float64)), self.idf)
 
     def _count(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(indptr, columns, counts)`` of the texts' terms, through the vectorizer's analyzer."""
@@ -292,15 +291,30 @@ class TfidfTransform:
         return FeatureRows.stacked([self.rows(texts)], [self.n_features]).csr()
 
 
-def row_of_entries(indptr: np.ndarray) -> np.ndarray:
-    """The row of each entry of CSR arrays with row offsets ``indptr``."""
-    return np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _unit_tfidf(indptr: np.ndarray, columns: np.ndarray, log_counts: np.ndarray, idf: np.ndarray) -> np.ndarray:
+    """The float32 TF-IDF values of CSR rows with term columns ``columns`` and ``ln(count)`` ``log_counts``:
+    ``(1 + ln tf) * idf`` (float64), each row scaled to unit length (:func:`_scale_rows`)."""
+    values = np.empty(log_counts.shape[0], np.float64)
+    for e in range(log_counts.shape[0]):
+        values[e] = (1.0 + log_counts[e]) * idf[columns[e]]
+    out = np.empty(values.shape[0], np.float32)
+    _scale_rows(indptr, values, out)
+    return out
 
 
-def unit_values(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
-    """``values`` (the entries of rows ``rows``) with each nonzero row scaled to unit length, as float32."""
-    norms = np.sqrt(np.bincount(rows, weights=np.square(values, dtype=np.float64), minlength=n_rows))
-    return (values / norms[rows]).astype(np.float32)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _scale_rows(indptr: np.ndarray, values: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = ``values`` with each CSR row divided by its length, as float32: the squares summed in float64 in
+    entry order, as ``np.bincount`` sums them, then the float64 quotient rounded (``out`` may be ``values``)."""
+    for i in range(indptr.shape[0] - 1):
+        total = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            value = np.float64(values[e])
+            total += value * value
+        norm = np.sqrt(total)
+        for e in range(indptr[i], indptr[i + 1]):
+            out[e] = np.float32(np.float64(values[e]) / norm)
 
 
 @dataclass
@@ -317,7 +331,7 @@ class FeatureRows:
     def stacked(cls, blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], widths: Sequence[int]
                 ) -> FeatureRows:
         """The blocks' rows side by side (``widths``: their column counts), each row's columns sorted; more than one
-        block: each row scaled to unit length again (:func:`unit_values`). The same float32 values as stacking the
+        block: each row scaled to unit length again (:func:`_scale_rows`). The same float32 values as stacking the
         blocks' sorted rows with scipy and scaling the stacked rows (tested)."""
         indptr, columns, values = blocks[0]
         offset = widths[0]
@@ -325,10 +339,9 @@ class FeatureRows:
             indptr, columns, values = _side_by_side(indptr, columns, values, more_indptr, more_columns + offset,
                                                     more_values)
             offset += width
-        columns, values = columns.copy(), values.copy()
-        _sort_rows(indptr, columns, values)
-        if len(blocks) > 1:
-            values = unit_values(values, row_of_entries(indptr), len(indptr) - 1)
+        if len(blocks) == 1:  # the caller's arrays are left as they are
+            columns, values = columns.copy(), values.copy()
+        _sort_rows(indptr, columns, values, len(blocks) > 1)
         return cls(indptr, columns, values, int(sum(widths)))
 
     def csr(self) -> sp.csr_matrix:
@@ -356,15 +369,18 @@ def _side_by_side(indptr_a: np.ndarray, columns_a: np.ndarray, values_a: np.ndar
     return indptr, columns, values
 
 
-@numba.njit(cache=True, nogil=True)
-def _sort_rows(indptr: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
-    """Sort each CSR row's entries by column, in place (a row's columns are distinct)."""
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _sort_rows(indptr: np.ndarray, columns: np.ndarray, values: np.ndarray, unit: bool) -> None:
+    """Sort each CSR row's entries by column, in place (a row's columns are distinct); ``unit``: then scale each row
+    to unit length (:func:`_scale_rows`)."""
     for i in range(indptr.shape[0] - 1):
         start, end = indptr[i], indptr[i + 1]
         if end - start > 1:
             order = np.argsort(columns[start:end])
             columns[start:end] = columns[start:end][order]
             values[start:end] = values[start:end][order]
+    if unit:
+        _scale_rows(indptr, values, values)
 
 
 def _vectorizer(block: str, config: LexicalConfig, vocabulary: list[str] | None = None) -> TfidfVectorizer:
@@ -497,8 +513,7 @@ class _Omikuji:
                     for b in range(parts)]
             for future in done:
                 future.result()
-        ids = np.where(np.arange(k) < found[:, None], labels.astype(np.int64), -1)
-        return ids, np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        return _found_labels(labels, scores, found)
 
     def _predict_rows(self, x: FeatureRows, k: int, beam: int, start: int, end: int, labels: np.ndarray,
                       scores: np.ndarray, found: np.ndarray) -> None:
@@ -522,6 +537,43 @@ class _Omikuji:
             if last > first:
                 found[i] = predict(model, beam, last - first, index_ptr + first, value_ptr + first, k,
                                    label_ptr + i * k, score_ptr + i * k, null)
+
+
+@numba.njit(cache=True, nogil=True)
+def _found_labels(labels: np.ndarray, scores: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``found[i]`` labels (uint32) and scores of each row ``i`` as int64 ids and float32 scores, the rest
+    of the row padded with ``-1`` / ``-inf``."""
+    n, k = labels.shape
+    ids = np.full((n, k), -1, np.int64)
+    out = np.full((n, k), -np.inf, np.float32)
+    for i in range(n):
+        for j in range(min(found[i], k)):
+            ids[i, j], out[i, j] = labels[i, j], scores[i, j]
+    return ids, out
+
+
+@numba.njit(cache=True, nogil=True)
+def _best_first(ids: np.ndarray, scores: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's labels in ``0 .. n_labels - 1`` (the others dropped) by descending score, ties to the lower id, then
+    padding (``-1`` / ``-inf``): ``np.lexsort((ids, -scores, ~valid))``'s order (scores are never NaN), by an
+    insertion sort of each short row."""
+    n, k = ids.shape
+    out_ids = np.full((n, k), -1, np.int64)
+    out_scores = np.full((n, k), -np.inf, np.float32)
+    for i in range(n):
+        size = 0
+        for j in range(k):
+            label, score = ids[i, j], scores[i, j]
+            if label < 0 or label >= n_labels:
+                continue
+            at = size
+            while at > 0 and (out_scores[i, at - 1] < score
+                              or (out_scores[i, at - 1] == score and out_ids[i, at - 1] > label)):
+                out_ids[i, at], out_scores[i, at] = out_ids[i, at - 1], out_scores[i, at - 1]
+                at -= 1
+            out_ids[i, at], out_scores[i, at] = label, score
+            size += 1
+    return out_ids, out_scores
 
 
 def _padded(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -650,10 +702,7 @@ class LexicalModel:
         if k < 1 or (beam is not None and beam < 1):
             raise ValueError(f"k and beam must be positive, got {k} and {beam}")
         ids, scores = self._classifier.top_k(self.feature_rows(texts), k, beam)
-        valid = (ids >= 0) & (ids < self.n_labels)
-        ids, scores = np.where(valid, ids, -1), np.where(valid, scores, -np.inf).astype(np.float32)
-        order = np.lexsort((ids, -scores, ~valid), axis=1)  # best first, ties to the lower id, padding last
-        return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
+        return _best_first(ids, scores.astype(np.float32, copy=False), self.n_labels)
 
     # --- files
 
