@@ -313,3 +313,44 @@ def test_lexical_rows_best_first_equal_lexsort():
     np.testing.assert_array_equal(got_ids, np.take_along_axis(plain_ids, order, axis=1))
     np.testing.assert_array_equal(got_scores, np.take_along_axis(plain_scores, order, axis=1))
     assert got_scores.dtype == np.float32 and (got_ids[:, 0] >= 0).any() and (got_ids == -1).any()
+
+
+def test_top_k_equals_a_stable_argsort():
+    """The compiled top-k of the fused scores against the stable argsort it replaced: masked candidates, ties (also
+    after the rounding to float32), NaN, -inf, rows narrower than k."""
+    from xdex.ranking.ranker import top_k
+
+    def reference(found: Candidates, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = np.where(found.mask, scores, -np.inf).astype(np.float32)
+        ids = found.ids
+        if scores.shape[1] < k:
+            pad = k - scores.shape[1]
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        top_ids, top_scores = np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
+        top_ids[~np.isfinite(top_scores)] = -1
+        return top_ids, top_scores
+
+    rng = np.random.default_rng(12)
+    for width, k in ((30, 10), (6, 10), (10, 10), (1, 3)):
+        ids = np.stack([rng.permutation(50)[:width] for _ in range(80)])  # a label once per row
+        ids[rng.random((80, width)) < 0.2] = -1
+        scores = rng.choice([0.5, -1.25, 2.0, 1e-9, 3.0, 0.0, -0.0], (80, width)) + rng.random((80, width)) * 1e-12
+        scores[rng.random((80, width)) < 0.05] = np.nan
+        scores[rng.random((80, width)) < 0.05] = -np.inf
+        found = Candidates(ids, np.zeros((80, width, 1), np.float32))
+        got = top_k(found, scores, k)
+        expected_ids, expected_scores = reference(found, scores, k)
+        np.testing.assert_array_equal(got.indices, expected_ids)
+        np.testing.assert_array_equal(got.scores, expected_scores)
+
+
+def test_each_text_channels_features_are_side_by_side():
+    """The ranker writes a text channel's features as one slice of FEATURES."""
+    from xdex.ranking.encoder_channel import ENCODER_FEATURES
+    from xdex.ranking.mentions import MENTION_FEATURES
+
+    for names in (MENTION_FEATURES, ENCODER_FEATURES):
+        first = FEATURES.index(names[0])
+        assert FEATURES[first:first + len(names)] == names

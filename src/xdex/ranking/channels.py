@@ -73,15 +73,14 @@ class TextChannels:
         n = len(evidence.mentions) if evidence.mentions is not None else len(evidence.vectors)  # type: ignore[arg-type]
         return np.concatenate(parts, axis=1) if parts else np.full((n, 0), PAD, np.int64)
 
-    def features(self, evidence: Evidence, ids: np.ndarray) -> dict[str, np.ndarray]:
-        """The features of candidates ``ids`` ``[n, C]`` by name (:data:`MENTION_FEATURES`,
-        :data:`ENCODER_FEATURES`), for the channels there are."""
-        out: dict[str, np.ndarray] = {}
+    def features(self, evidence: Evidence, ids: np.ndarray) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """The features of candidates ``ids`` ``[n, C]`` as blocks of named features and their values ``[n, C, F]``
+        (:data:`MENTION_FEATURES`, :data:`ENCODER_FEATURES`), for the channels there are."""
+        out: list[tuple[tuple[str, ...], np.ndarray]] = []
         if evidence.mentions is not None:
-            values = mention_features(evidence.mentions, ids)
-            out.update({name: values[..., i] for i, name in enumerate(MENTION_FEATURES)})
+            out.append((MENTION_FEATURES, mention_features(evidence.mentions, ids)))
         if self.encoder is not None and evidence.vectors is not None:
             assert evidence.encoder_ids is not None and evidence.best is not None
-            values = self.encoder.features(evidence.vectors, ids, evidence.encoder_ids, evidence.best)
-            out.update({name: values[..., i] for i, name in enumerate(ENCODER_FEATURES)})
+            out.append((ENCODER_FEATURES,
+                        self.encoder.features(evidence.vectors, ids, evidence.encoder_ids, evidence.best)))
         return out

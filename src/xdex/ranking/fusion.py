@@ -87,11 +87,9 @@ def candidates(dense_ids: np.ndarray, lexical_ids: np.ndarray, lexical_scores: n
     lexical_ids = np.ascontiguousarray(lexical_ids, np.int64)
     more = np.full((len(dense_ids), 0), -1, np.int64) if more_ids is None else np.ascontiguousarray(more_ids, np.int64)
     ids, match = _union(dense_ids, lexical_ids, more)
-    valid = ids >= 0
-    rows = np.broadcast_to(np.arange(len(ids))[:, None], ids.shape)
-    total, heads = dense_score(rows, np.where(valid, ids, 0))
-    lex_scores = np.where(lexical_ids >= 0, np.nan_to_num(lexical_scores, neginf=0.0), 0.0).astype(np.float32)
-    best_lexical = lex_scores.max(axis=1, initial=0.0)
+    rows = np.repeat(np.arange(len(ids)), ids.shape[1]).reshape(ids.shape)
+    total, heads = dense_score(rows, np.where(ids >= 0, ids, 0))
+    lex_scores, best_lexical = _lexical_scores(lexical_ids, np.ascontiguousarray(lexical_scores, np.float32))
     features = _features(
         ids, match, dense_ids.shape[1], lexical_ids.shape[1], np.ascontiguousarray(total, np.float32),
         None if heads is None else np.ascontiguousarray(heads, np.float32), lex_scores, best_lexical,
@@ -133,6 +131,24 @@ def _union(dense_ids: np.ndarray, lexical_ids: np.ndarray, more_ids: np.ndarray)
             if not seen:
                 ids[i, kd + kl + j] = label
     return ids, match
+
+
+@numba.njit(cache=True, nogil=True)
+def _lexical_scores(lexical_ids: np.ndarray, lexical_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lexical shortlist's float32 scores as features (0 for padding, NaN and -inf; +inf as the largest float32)
+    and each row's best of them (0 at least)."""
+    n, kl = lexical_ids.shape
+    out = np.zeros((n, kl), np.float32)
+    best = np.zeros(n, np.float32)
+    largest = np.finfo(np.float32).max
+    for i in range(n):
+        for j in range(kl):
+            score = lexical_scores[i, j]
+            if lexical_ids[i, j] < 0 or np.isnan(score) or score == -np.inf:
+                continue
+            out[i, j] = largest if score == np.inf else score
+            best[i] = max(best[i], out[i, j])
+    return out, best
 
 
 @numba.njit(cache=True, nogil=True)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from xdex.hardware import thread_pool
@@ -146,8 +147,9 @@ class Ranker:
             return candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known)
         found = candidates(dense_ids, lexical_ids, lexical_scores, dense_score, self.prior, n_known,
                            channels.shortlists(evidence))
-        for name, values in channels.features(evidence, found.ids).items():
-            found.features[..., FEATURES.index(name)] = values
+        for names, values in channels.features(evidence, found.ids):
+            first = FEATURES.index(names[0])  # a channel's features are side by side in FEATURES
+            found.features[..., first:first + len(names)] = values
         return found
 
     def rank(self, texts: Sequence[str], queries: np.ndarray | Callable[[], np.ndarray] | None, index: Index,
@@ -246,16 +248,33 @@ class Ranker:
 
 def top_k(found: Candidates, scores: np.ndarray, k: int) -> Ranking:
     """The ``k`` candidates of highest score per row, best first (padded with -1 / -inf)."""
-    scores = np.where(found.mask, scores, -np.inf).astype(np.float32)
-    width = scores.shape[1]
-    if width < k:
-        pad = k - width
-        scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
-        ids = np.pad(found.ids, ((0, 0), (0, pad)), constant_values=PAD)
-    else:
-        ids = found.ids
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    top_ids = np.take_along_axis(ids, order, axis=1)
-    top_scores = np.take_along_axis(scores, order, axis=1)
-    top_ids[~np.isfinite(top_scores)] = PAD
-    return Ranking(top_ids.astype(np.int64), top_scores)
+    ids, top = _top_k(found.ids, np.ascontiguousarray(scores), k)
+    return Ranking(ids, top)
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best candidates (``ids`` -1: none) by float32 score: the order of a stable ``argsort`` of
+    the negated scores (ties in candidate order, NaN last) over the row padded to ``k`` with -inf, by insertion into
+    the ``k`` kept; a candidate kept without a finite score gets the id -1."""
+    n, width = ids.shape
+    out_ids = np.full((n, k), PAD, np.int64)
+    out_scores = np.full((n, k), -np.inf, np.float32)
+    for i in range(n):
+        size = 0
+        for c in range(max(width, k)):
+            label = ids[i, c] if c < width else PAD
+            score = np.float32(scores[i, c]) if label >= 0 else np.float32(-np.inf)
+            at = size
+            while at > 0 and not np.isnan(score) and (np.isnan(out_scores[i, at - 1]) or score > out_scores[i, at - 1]):
+                at -= 1
+            if at == k:
+                continue
+            for move in range(min(size, k - 1), at, -1):
+                out_ids[i, move], out_scores[i, move] = out_ids[i, move - 1], out_scores[i, move - 1]
+            out_ids[i, at], out_scores[i, at] = label, score
+            size = min(size + 1, k)
+        for c in range(k):
+            if not np.isfinite(out_scores[i, c]):
+                out_ids[i, c] = PAD
+    return out_ids, out_scores
