@@ -132,7 +132,11 @@ def _count_rows(text_indptr: np.ndarray, text_words: np.ndarray, word_indptr: np
     """Each text's columns and their counts, columns ascending: the multiset union of the column lists of its words
     (text i's words are ``text_words[text_indptr[i]:text_indptr[i + 1]]``, word w's columns
     ``word_columns[word_indptr[w]:word_indptr[w + 1]]``). Entries are counted in a table indexed by column when
-    there are at least as many as columns (large batches), else each row's entries are sorted (one short text)."""
+    there are at least as many as columns (large batches), else each row's entries are sorted (one short text).
+
+    Every sort here is ``np.argsort``: numba names its sort and argsort helpers alike, and a process that loads one
+    kernel from numba's cache and compiles another can link a cached kernel's ``np.sort`` to a fresh kernel's argsort
+    helper (numba issue 10486: symbol ids repeat across processes), which returns the rows unsorted."""
     n = text_indptr.shape[0] - 1
     total = 0
     for e in range(text_indptr[n]):
@@ -167,7 +171,8 @@ def _count_rows(text_indptr: np.ndarray, text_words: np.ndarray, word_indptr: np
             columns[start:at] = columns[start:at][order]
             counts[start:at] = counts[start:at][order]
         else:
-            row = np.sort(buffer[:size])
+            entries = buffer[:size]
+            row = entries[np.argsort(entries)]  # not np.sort: see _count_rows' docstring
             for f in range(size):
                 if f > 0 and row[f] == row[f - 1]:
                     counts[at - 1] += 1
