@@ -108,7 +108,7 @@ def evaluate(
         _plot_deciles(ranking, dataset, max(ks), deciles, echo=not as_json)
 
 
-def _load_model(model_dir: Path, dataset: Dataset, search: str | None, device: str = "cpu") -> DualEncoderModel:
+def _load_model(model_dir: Path, dataset: Dataset, search: str | None, device: str) -> DualEncoderModel:
     """The model in ``model_dir`` ranking with ``search`` and embedding on ``device``, after checking that it was
     trained on these labels."""
     from xdex.inference.model import DualEncoderModel

@@ -246,8 +246,8 @@ class _AsciiShortcut:
         return cls(json.dumps({**spec, "normalizer": None}), bool(normalizer.get("lowercase", True)), added)
 
     def takes(self, texts: list[str], max_length: int) -> list[int]:
-        """The rows of ``texts`` this shortcut cuts: ASCII, long enough to have more than ``max_length`` words, and
-        no added token's text in them."""
+        """The rows of ``texts`` this shortcut takes: ASCII, at least ``2 * max_length`` characters (shorter texts
+        cannot have enough words to be cut), and no added token's text in them."""
         added, shortest = self.added, 2 * max_length
         return [i for i, text in enumerate(texts)
                 if len(text) >= shortest and text.isascii() and not any(token in text for token in added)]
