@@ -157,7 +157,7 @@ def test_the_predictor_ranks_as_evaluate_does(trained, toy, tmp_path, monkeypatc
     dataset = xdex.data.load(data)
     for name in ("ngame", "unidec", "dexa"):
         folder = trained[name]
-        evaluated = _load_model(folder, dataset, None).predict(dataset.test.texts, 10)
+        evaluated = _load_model(folder, dataset, None, "cpu").predict(dataset.test.texts, 10)
         ranked = Predictor(folder).rank(dataset.test.texts, 10)
         assert ranked.indices.tolist() == evaluated.indices.tolist()
         np.testing.assert_array_equal(ranked.scores, evaluated.scores)
