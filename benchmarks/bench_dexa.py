@@ -45,7 +45,7 @@ from xdex.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     from xdex.data import Dataset
-    from xdex.methods.recipe import RecipeConfig
+    from xdex.methods.schema import RecipeConfig
 
 log = logging.getLogger("bench_dexa")
 

@@ -30,6 +30,14 @@ def test_usage_errors_print_one_line_and_exit_2(args, expected):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_the_command_line_answers_without_loading_torch():
+    """`xdex --help` and usage errors come before any command runs: torch (2 s to import) is loaded by the commands
+    that need it, not by the command line itself."""
+    code = "import sys, xdex.cli; print(sorted(m for m in ('torch', 'transformers', 'omikuji') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]"
+
+
 def test_a_group_without_a_command_shows_its_help_and_exits_2():
     result = xdex("data")
     assert result.returncode == 2 and "Usage" in result.stdout + result.stderr and "Traceback" not in result.stderr

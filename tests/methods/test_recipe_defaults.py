@@ -9,7 +9,8 @@ from cli_runner import xdex_cli
 
 from xdex.config import to_dict
 from xdex.encoders.factory import BAG_DEFAULTS
-from xdex.methods.recipe import FRESH_SECTIONS, METHODS, RecipeConfig, load_recipe, recipe_path
+from xdex.methods.recipe import FRESH_SECTIONS, METHODS, load_recipe, recipe_path
+from xdex.methods.schema import RecipeConfig
 
 
 def read(name: str) -> dict:

@@ -11,8 +11,9 @@ from xdex.data import load
 from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
 
-SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000", "classifiers.epochs=2",
-            "ranker.lexical.classifier=napkinxc-plt"]  # seeded: both runs fit the same lexical channel
+SETTINGS = ["trainer.epochs=2", "encoder.vocab_size=8000", "encoder.max_length=32", "classifiers.epochs=2",
+            "ranker.lexical.classifier=napkinxc-plt",  # seeded: both runs fit the same lexical channel
+            "ranker.lexical.word_ngrams=[1,1]", "ranker.lexical.max_features=10000", "ranker.refit=false"]  # fast
 
 
 @pytest.mark.slow

@@ -11,9 +11,12 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xdex.config import ConfigError, apply_overrides, load_config, read_yaml
-from xdex.methods.schema import RecipeConfig, renamed_settings
+
+if TYPE_CHECKING:  # the schema imports torch (through the encoders): loaded on the first load_recipe, so that the
+    from xdex.methods.schema import RecipeConfig  # command line names the recipes and answers --help at once
 
 METHODS = ("ngame", "dexml", "depsl", "unidec", "dexa", "oak")  # the packaged recipes
 BASE = "base"  # configs/base.yaml: the defaults every method's recipe extends
@@ -54,6 +57,8 @@ def load_recipe(method: str, path: str | Path | None = None, overrides: list[str
     section afresh (a transformer has none of a bag encoder's settings, a pre-trained model brings its own), and
     a method recipe that names another ``loss.name`` than the defaults starts the loss section afresh.
     """
+    from xdex.methods.schema import RecipeConfig, renamed_settings
+
     recipe = recipe_layers(method)
     user = apply_overrides(read_yaml(path) if path is not None else {}, overrides or [])
     old = renamed_settings(user)

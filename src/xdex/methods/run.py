@@ -33,7 +33,7 @@ from xdex.train.distributed import is_main
 
 if TYPE_CHECKING:
     from xdex.methods.plugin import Validation
-    from xdex.methods.recipe import RecipeConfig
+    from xdex.methods.schema import RecipeConfig
     from xdex.ranking.ranker import Ranker
 
 
