@@ -83,8 +83,8 @@ def first_labels(data: Dataset, m: int) -> Dataset:
 
 
 def test_a_model_trained_with_the_channel_uses_it_everywhere(tmp_path):
-    demo = first_labels(load("demo"), 1000)  # 2,169 training documents
-    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=500", "ranker.encoder=minilm",
+    demo = first_labels(load("demo"), 400)  # 1,109 training documents
+    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200", "ranker.encoder=minilm",
                  "ranker.lexical.classifier=omikuji-parabel"]
     model = train(demo, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     assert (tmp_path / "model" / "ranker" / "encoder" / "label_vectors.npy").is_file()
