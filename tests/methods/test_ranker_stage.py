@@ -167,9 +167,9 @@ def test_settings_the_stage_cannot_fit_are_refused_before_training(demo, tmp_pat
 
 
 def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
-    n = 3000  # a part of the training documents: four trainings
+    n = 1500  # a part of the training documents: four trainings
     demo = first_documents(demo, n)
-    small = [*DEMO_DEXML[:2], "trainer.epochs=1", "data.validation_size=500",
+    small = [*DEMO_DEXML[:2], "trainer.epochs=1", "data.validation_size=300",
              "ranker.lexical.classifier=omikuji-parabel"]  # the default's faster sibling: the ablation is the point
     without = train(demo, load_recipe("dexml", overrides=[*small, "ranker=null"]), tmp_path / "none")
     assert without.ranker is None and not (tmp_path / "none" / "ranker").exists()
@@ -184,7 +184,7 @@ def test_each_channel_can_be_left_out_by_config(demo, tmp_path):
                                                                "ranker.dense_candidates=0"]), tmp_path / "mention")
     labelled = int((np.diff(demo.train.labels.indptr) > 0).sum())  # training + validation documents
     assert lexical_only.ranker.lexical.training["documents"] == labelled  # refitted once the fusion was fitted
-    assert dense_only.ranker.lexical.training["documents"] == labelled - 500  # kept as fitted before training
+    assert dense_only.ranker.lexical.training["documents"] == labelled - 300  # kept as fitted before training
     texts = demo.test.texts[:30]
     lexical_ids = set(lexical_only.ranker.lexical.predict(texts, 100)[0].ravel()) - {-1}
     assert set(lexical_only.predict(texts, 10).indices.ravel()) - {-1} <= lexical_ids
@@ -204,9 +204,9 @@ def test_lexical_features_chosen_on_validation_documents(demo, tmp_path):
     """``analyzer: validation``: on the bundled data's long texts the rule gives words alone, so words + characters
     are fitted too, and the one whose lexical ranking of the validation documents is better is kept, refitted and
     recorded."""
-    n = 800  # a part of the training documents: two lexical fits on the long texts
+    n = 500  # a part of the training documents: two lexical fits on the long texts
     part = first_documents(demo, n)
-    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=200", "encoder.dim=32",
+    overrides = ["trainer.epochs=1", "trainer.progress=false", "data.validation_size=150", "encoder.dim=32",
                  "ranker.lexical.analyzer=validation", "ranker.lexical.classifier=napkinxc-plt"]  # seeded, fast
     model = train(part, load_recipe("dexml", overrides=overrides), tmp_path / "model")
     record = model.meta["lexical_features"]
