@@ -234,3 +234,25 @@ def test_bad_settings(tokenizer, tmp_path):
         BagOfEmbeddings(tokenizer, 2, idf=np.zeros(8))
     with pytest.raises(FileNotFoundError, match="no encoder.json"):
         BagOfEmbeddings.load(tmp_path)
+
+
+@pytest.mark.parametrize("ids", [[5, 3, 5, 0, 9, 3, 3], [7], [], list(range(10))[::-1] * 3])
+def test_distinct_ids_are_torch_unique_sorted_with_inverse(ids):
+    ids = torch.tensor(ids, dtype=torch.int64)
+    distinct, position = bag_module.distinct_ids(ids, 10)
+    expected_distinct, expected_position = torch.unique(ids, sorted=True, return_inverse=True)
+    assert torch.equal(distinct, expected_distinct) and torch.equal(position, expected_position)
+    assert distinct.dtype == position.dtype == torch.int64
+
+
+def test_distinct_ids_of_a_training_batch_equal_torch_unique():
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 30_000, 36_600))
+    for got, expected in zip(bag_module.distinct_ids(ids, 30_000), torch.unique(ids, sorted=True, return_inverse=True),
+                             strict=True):
+        assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("bad", [-1, 10])
+def test_distinct_ids_refuse_ids_outside_the_vocabulary(bad):
+    with pytest.raises(IndexError, match=r"token ids must lie in 0\.\.9"):
+        bag_module.distinct_ids(torch.tensor([1, bad, 2]), 10)
