@@ -84,6 +84,13 @@ def _weighted_means_in_parts(table: np.ndarray, weights: np.ndarray, ids: np.nda
     return out
 
 
+def check_ids(ids: np.ndarray, vocab_size: int) -> None:
+    """Refuse token ids outside ``0 .. vocab_size - 1`` before numpy indexes a table with them (a negative id would
+    index from the end, silently)."""
+    if len(ids) and not (0 <= int(ids.min()) and int(ids.max()) < vocab_size):
+        raise IndexError(f"token ids must lie in 0..{vocab_size - 1}, got {int(ids.min())}..{int(ids.max())}")
+
+
 def distinct_ids(ids: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.unique(ids, sorted=True, return_inverse=True)`` for ids in ``0 .. vocab_size - 1``: the distinct ids
     in increasing order and each id's position among them. On the CPU the ids are marked in a table of the
@@ -93,8 +100,7 @@ def distinct_ids(ids: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torc
         distinct, position = torch.unique(ids, sorted=True, return_inverse=True)
         return distinct, position
     x = ids.numpy()
-    if len(x) and (x.min() < 0 or x.max() >= vocab_size):  # a negative id would index from the end, silently
-        raise IndexError(f"token ids must lie in 0..{vocab_size - 1}, got {int(x.min())}..{int(x.max())}")
+    check_ids(x, vocab_size)
     seen = np.zeros(vocab_size, np.bool_)
     seen[x] = True
     found = np.flatnonzero(seen)
@@ -230,8 +236,7 @@ class BagOfEmbeddings(Encoder):
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         ids = tokens.ids
-        if len(ids) and not (0 <= int(ids.min()) and int(ids.max()) < len(table)):
-            raise IndexError(f"token ids must lie in 0..{len(table) - 1}, got {int(ids.min())}..{int(ids.max())}")
+        check_ids(ids, len(table))
         if self.weighting == "idf":
             weights = self.idf.numpy()[ids]
         elif self.log_weight is not None:
