@@ -138,3 +138,12 @@ def test_depth_with_filter_adds_the_most_pairs_of_a_row():
     pairs = sp.csr_matrix(([1.0, 1.0, 1.0], ([0, 2, 2], [1, 0, 3])), shape=(3, 5))
     assert depth_with_filter(5, pairs) == 7  # row 2 has two pairs
     assert depth_with_filter(5, None) == 5
+
+
+def test_stacked_rankings_keep_their_rows_in_order_and_one_part_as_it_is():
+    a = Ranking.from_lists([[3, 1], [2]], [[0.9, 0.5], [0.7]])
+    b = Ranking.from_lists([[0, 4]], [[0.8, 0.1]])
+    both = Ranking.stacked([a, b])
+    assert both.indices.tolist() == [[3, 1], [2, -1], [0, 4]]
+    np.testing.assert_array_equal(both.scores, np.concatenate([a.scores, b.scores]))
+    assert Ranking.stacked([a]) is a

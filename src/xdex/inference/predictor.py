@@ -281,10 +281,8 @@ class Predictor:
             raise ValueError(f"k must be at least 1, got {k}")
         if not texts:
             return Ranking(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
-        parts = [model.predict(texts[start:end], k) for start, end in _batches(texts, self.batch_size, BATCH_CHARS)]
-        if len(parts) == 1:
-            return parts[0]
-        return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+        return Ranking.stacked([model.predict(texts[start:end], k)
+                                for start, end in _batches(texts, self.batch_size, BATCH_CHARS)])
 
 
 def _batches(texts: Sequence[str], size: int, chars: int) -> list[tuple[int, int]]:

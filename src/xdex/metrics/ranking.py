@@ -76,6 +76,13 @@ class Ranking:
             values[mask] = np.concatenate([np.asarray(row, dtype=np.float32) for row in scores])
         return cls(indices, values)
 
+    @classmethod
+    def stacked(cls, parts: Sequence[Ranking]) -> Ranking:
+        """The rows of ``parts`` (rankings of the same ``k``) one after another; one part is returned as it is."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
     def to_csr(self, n_labels: int) -> sp.csr_matrix:
         """The predictions as an ``N x n_labels`` sparse score matrix (padding dropped)."""
         keep = self.indices >= 0

@@ -191,10 +191,7 @@ class Ranker:
             return top_k(found, fusion.score(found, len(self.prior)), k)
 
         starts = range(0, len(texts), CHUNK)
-        if len(starts) == 1:
-            return chunk(0)
-        parts = list(pool.map(chunk, starts))
-        return Ranking(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+        return Ranking.stacked(list(pool.map(chunk, starts)) if len(starts) > 1 else [chunk(s) for s in starts])
 
     # -- persistence ------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
