@@ -1,4 +1,5 @@
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -204,3 +205,52 @@ def test_a_tokenizer_with_another_normalizer_takes_no_shortcut():
     assert Tokenizer(backend)._ascii is not None
     backend.add_tokens([tokenizers.AddedToken("[Mark]", normalized=True)])  # matched in the normalised text
     assert Tokenizer(backend)._ascii is None
+
+
+# -- ASCII texts' ids word by word, each word's ids remembered (BERT's pre-tokenizer, no special tokens) -------------
+def test_short_ascii_texts_take_the_word_ids_where_the_pre_tokenizer_is_berts(tmp_path):
+    for tok in (TRAINED, Tokenizer.from_pretrained_dir(write_vocab(tmp_path))):
+        assert tok._ascii.words is not None
+        texts = ["The cat", "cats!", "a", ""]
+        assert tok._ascii.takes(texts, 32) == [0, 1, 2, 3]  # every length, without special tokens
+        assert tok._ascii.takes(texts, 32, special_tokens=True) == []  # with them, only texts long enough to cut
+        assert [ids.tolist() for ids in tok.encode_batch(texts, 32)] == _full_pipeline(tok, texts, 32, False)
+
+
+def test_another_pre_tokenizer_takes_no_word_ids():
+    vocab = {"[UNK]": 0, "a": 1, "b": 2, "##b": 3}
+    backend = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.normalizer = tokenizers.normalizers.BertNormalizer()
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()  # punctuation stays inside words
+    tok = Tokenizer(backend)
+    assert tok._ascii is not None and tok._ascii.words is None
+    texts = ["a.b a b", "ab " * 20]
+    assert [ids.tolist() for ids in tok.encode_batch(texts, 8)] == _full_pipeline(tok, texts, 8, False)
+
+
+def test_a_word_split_across_ids_is_cut_at_max_length():
+    text = "cats " + "hatsmatsbats " * 3
+    for max_length in range(1, 12):
+        assert TRAINED.encode_batch([text], max_length)[0].tolist() == _full_pipeline(TRAINED, [text], max_length,
+                                                                                      False)[0]
+
+
+def test_the_remembered_words_start_afresh_past_their_limit(monkeypatch):
+    tok = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
+    words = tok._ascii.words
+    monkeypatch.setattr(words, "MAX_WORDS", 5)
+    for texts in (["the cat sat on the mat", "a dog"], ["the cat sat on the mat", "a dog"], ["cats, and dogs"]):
+        assert [ids.tolist() for ids in tok.encode_batch(texts, 16)] == _full_pipeline(tok, texts, 16, False)
+        assert sorted(words._ids) == sorted(set(" ".join(texts).replace(",", " ,").split()))  # this batch's alone
+
+
+def test_threads_tokenizing_at_once_get_their_own_texts_ids(monkeypatch):
+    tok = Tokenizer.train_wordpiece(ASCII_CORPUS * 2, 120)
+    monkeypatch.setattr(tok._ascii.words, "MAX_WORDS", 8)  # so that the memory starts afresh while others read it
+    rng = np.random.default_rng(0)
+    words = ["cat", "sat", "mat", "dog", "hat", "the", "rats", "x", "(a)", "bats", "dogs,", "on"]
+    batches = [[" ".join(rng.choice(words, size=rng.integers(0, 9))) for _ in range(20)] for _ in range(16)]
+    expected = [_full_pipeline(tok, batch, 6, False) for batch in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda batch: [ids.tolist() for ids in tok.encode_batch(batch, 6)], batches * 4))
+    assert got == expected * 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -175,20 +176,21 @@ class Tokenizer:
         backend, unnormalized = backends
         texts = list(texts)
         shortcut = self._ascii
-        rows = [] if shortcut is None else shortcut.takes(texts, max_length)
-        if shortcut is None or unnormalized is None or not rows:
-            encodings = backend.encode_batch_fast(texts, add_special_tokens=special_tokens)
-        else:  # long ASCII texts normalised and cut by the shortcut, the others by the whole pipeline
-            cut = unnormalized.encode_batch_fast([shortcut.normalize(texts[i], max_length) for i in rows],
-                                                 add_special_tokens=special_tokens)
-            if len(rows) == len(texts):
-                encodings = cut
-            else:  # rows back in input order
-                others = sorted(set(range(len(texts))).difference(rows))
-                rest = backend.encode_batch_fast([texts[i] for i in others], add_special_tokens=special_tokens)
-                by_row = dict(zip(rows, cut, strict=True)) | dict(zip(others, rest, strict=True))
-                encodings = [by_row[i] for i in range(len(texts))]
-        return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
+        rows = [] if shortcut is None or unnormalized is None else shortcut.takes(texts, max_length, special_tokens)
+        if not rows:
+            return _ids(backend.encode_batch_fast(texts, add_special_tokens=special_tokens))
+        assert shortcut is not None and unnormalized is not None  # rows are taken by the shortcut alone
+        cut = [shortcut.normalize(texts[i], max_length) for i in rows]  # normalised and cut by the shortcut
+        if shortcut.words is not None and not special_tokens:
+            taken = shortcut.words.ids(cut, max_length)
+        else:
+            taken = _ids(unnormalized.encode_batch_fast(cut, add_special_tokens=special_tokens))
+        if len(rows) == len(texts):
+            return taken
+        others = sorted(set(range(len(texts))).difference(rows))  # the others by the whole pipeline
+        rest = _ids(backend.encode_batch_fast([texts[i] for i in others], add_special_tokens=special_tokens))
+        by_row = dict(zip(rows, taken, strict=True)) | dict(zip(others, rest, strict=True))
+        return [by_row[i] for i in range(len(texts))]
 
     def tokenize(
         self, texts: Sequence[str], max_length: int, special_tokens: bool = False, chunk_size: int = 8192
@@ -199,6 +201,10 @@ class Tokenizer:
             for i in range(0, len(texts), chunk_size)
         ]
         return TokenizedTexts.concatenate(parts)
+
+
+def _ids(encodings: list[tokenizers.Encoding]) -> list[np.ndarray]:
+    return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
 
 
 def _truncating(spec: str, max_length: int) -> tokenizers.Tokenizer:
@@ -213,8 +219,8 @@ _ASCII_CLEANING = {**dict.fromkeys([*range(32), 127]), **{ord(c): " " for c in "
 
 
 class _AsciiShortcut:
-    """A long ASCII text cut to the words that its ``max_length`` ids come from, for a tokenizer whose normaliser
-    is BertNormalizer.
+    """ASCII texts normalised in Python and cut to the words that their ``max_length`` ids come from, for a
+    tokenizer whose normaliser is BertNormalizer; with BERT's pre-tokenizer, their words' ids remembered too.
 
     The library normalises and splits a whole text before it truncates the ids: a description of hundreds of words
     was read through for 128 ids. Here an ASCII text is cleaned as BertNormalizer cleans it (on ASCII it only removes
@@ -222,14 +228,18 @@ class _AsciiShortcut:
     Chinese characters to treat), by Python's string methods; after the cleaning every word (a run of characters
     between spaces) gives at least one id, so the first ``max_length`` words give all the ids kept, and the
     pipeline without its normaliser reads those alone. Tokenizing long documents took 24-40% less time
-    (docs/benchmarks.md, "Tokenizing for prediction"). Texts too short to be cut (fewer than ``2 * max_length``
-    characters) gain nothing from it and take the whole pipeline, as do texts with a character beyond ASCII or an
-    added token (``[CLS]``, matched before normalising). The ids are the whole pipeline's: tested over every ASCII
-    character and on random texts."""
+    (docs/benchmarks.md, "Tokenizing for prediction"). Texts with a character beyond ASCII or an added token
+    (``[CLS]``, matched before normalising) take the whole pipeline.
 
-    def __init__(self, unnormalized: str, lowercase: bool, added: list[str]):
+    Where the pre-tokenizer is BERT's and no special tokens are asked for (the bag encoders), a text's ids are those
+    of its words one after the other (:class:`_WordPieces`), so every ASCII text takes the shortcut. Otherwise only
+    texts long enough to be cut (``2 * max_length`` characters or more) do. The ids are the whole pipeline's: tested
+    over every ASCII character and on random texts."""
+
+    def __init__(self, unnormalized: str, lowercase: bool, added: list[str], bert_words: bool):
         self.unnormalized = unnormalized  # the pipeline without its normaliser, as JSON
         self.lowercase, self.added = lowercase, added
+        self.words = _WordPieces(unnormalized, lowercase) if bert_words else None
 
     @classmethod
     def of(cls, backend: tokenizers.Tokenizer) -> _AsciiShortcut | None:
@@ -243,12 +253,16 @@ class _AsciiShortcut:
                 or any(token.get("normalized", True) for token in tokens)):
             return None
         added = [token["content"] for token in tokens]
-        return cls(json.dumps({**spec, "normalizer": None}), bool(normalizer.get("lowercase", True)), added)
+        bert_words = (spec.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
+        return cls(json.dumps({**spec, "normalizer": None}), bool(normalizer.get("lowercase", True)), added,
+                   bert_words)
 
-    def takes(self, texts: list[str], max_length: int) -> list[int]:
-        """The rows of ``texts`` this shortcut takes: ASCII, at least ``2 * max_length`` characters (shorter texts
-        cannot have enough words to be cut), and no added token's text in them."""
-        added, shortest = self.added, 2 * max_length
+    def takes(self, texts: list[str], max_length: int, special_tokens: bool = False) -> list[int]:
+        """The rows of ``texts`` this shortcut takes: ASCII, no added token's text in them, and, unless their words'
+        ids are remembered, at least ``2 * max_length`` characters (shorter texts cannot have enough words to be
+        cut)."""
+        added = self.added
+        shortest = 0 if self.words is not None and not special_tokens else 2 * max_length
         return [i for i, text in enumerate(texts)
                 if len(text) >= shortest and text.isascii() and not any(token in text for token in added)]
 
@@ -259,6 +273,52 @@ class _AsciiShortcut:
             text = text.lower()
         words = text.split(None, max_length)  # after the cleaning, spaces alone separate words
         return " ".join(words[:max_length]) if len(words) > max_length else text
+
+
+class _WordPieces:
+    """The ids of normalised ASCII texts under BERT's pre-tokenizer, word by word, each word's ids asked of the
+    library once and remembered.
+
+    BERT's pre-tokenizer splits a normalised ASCII text at spaces and around each punctuation character (every
+    printable ASCII character that is not a letter or a digit), and WordPiece reads each of those words alone, so a
+    text's ids are its words' ids one after the other, cut to ``max_length``. The library's pipeline builds a whole
+    encoding (offsets, masks, type ids) per text: 12 us for a title alone, 9 us a title in batches. Splitting in
+    Python and looking the words up took 8 us alone and 5 us in batches, and a batch of words never seen before
+    (read by the library as one pre-split text) 9 us a title ("Tokenizing for prediction" in docs/benchmarks.md).
+    At most ``MAX_WORDS`` words are remembered, plus one call's; past that the memory starts afresh.
+    """
+
+    MAX_WORDS = 1 << 20
+
+    def __init__(self, unnormalized: str, lowercase: bool):
+        self._backend = tokenizers.Tokenizer.from_str(unnormalized)
+        self._split = re.compile(r"[a-z0-9]+|[^a-z0-9 ]" if lowercase else r"[A-Za-z0-9]+|[^A-Za-z0-9 ]").findall
+        self._ids: dict[str, list[int]] = {}
+
+    def ids(self, texts: list[str], max_length: int) -> list[np.ndarray]:
+        """Token ids (int32) of normalised ASCII ``texts``, each cut to ``max_length``."""
+        words = [self._split(text) for text in texts]
+        known = self._ids  # a thread that starts the memory afresh leaves this one's words in place
+        new = list({word: None for row in words for word in row if word not in known})
+        if new:
+            if len(known) + len(new) > self.MAX_WORDS:
+                known = self._ids = {}
+                new = list({word: None for row in words for word in row})
+            pieces: dict[str, list[int]] = {word: [] for word in new}  # the new words read as one pre-split text
+            encoding = self._backend.encode(new, is_pretokenized=True, add_special_tokens=False)
+            for token, word_index in zip(encoding.ids, encoding.word_ids, strict=True):
+                assert word_index is not None  # without special tokens, every id comes from a word
+                pieces[new[word_index]].append(token)
+            known.update(pieces)  # each word published with all its ids (another thread may be reading)
+        out = []
+        for row in words:
+            ids: list[int] = []
+            for word in row:
+                ids += known[word]
+                if len(ids) >= max_length:
+                    break
+            out.append(np.asarray(ids[:max_length], dtype=np.int32))
+        return out
 
 
 def _check_texts(texts: Sequence[str]) -> None:
