@@ -285,15 +285,16 @@ class _WordPieces:
     encoding (offsets, masks, type ids) per text: 12 us for a title alone, 9 us a title in batches. Splitting in
     Python and looking the words up took 8 us alone and 5 us in batches, and a batch of words never seen before
     (read by the library as one pre-split text) 9 us a title ("Tokenizing for prediction" in docs/benchmarks.md).
-    At most ``MAX_WORDS`` words are remembered, plus one call's; past that the memory starts afresh.
+    At most ``MAX_WORDS`` words are remembered, plus one call's (about 250 bytes a word); past that the memory
+    starts afresh.
     """
 
-    MAX_WORDS = 1 << 20
+    MAX_WORDS = 1 << 17
 
     def __init__(self, unnormalized: str, lowercase: bool):
         self._backend = tokenizers.Tokenizer.from_str(unnormalized)
         self._split = re.compile(r"[a-z0-9]+|[^a-z0-9 ]" if lowercase else r"[A-Za-z0-9]+|[^A-Za-z0-9 ]").findall
-        self._ids: dict[str, list[int]] = {}
+        self._ids: dict[str, tuple[int, ...]] = {}
 
     def ids(self, texts: list[str], max_length: int) -> list[np.ndarray]:
         """Token ids (int32) of normalised ASCII ``texts``, each cut to ``max_length``."""
@@ -309,7 +310,8 @@ class _WordPieces:
             for token, word_index in zip(encoding.ids, encoding.word_ids, strict=True):
                 assert word_index is not None  # without special tokens, every id comes from a word
                 pieces[new[word_index]].append(token)
-            known.update(pieces)  # each word published with all its ids (another thread may be reading)
+            # each word published with all its ids at once: another thread may be reading
+            known.update((word, tuple(ids)) for word, ids in pieces.items())
         out = []
         for row in words:
             ids: list[int] = []
