@@ -35,6 +35,8 @@ def test_concatenate():
     assert joined.ids.tolist() == [1, 2, 3, 4, 5]
     assert joined.offsets.tolist() == [0, 1, 3, 3, 5]
     assert len(TokenizedTexts.concatenate([])) == 0
+    one = make([[1], [2, 3]])
+    assert TokenizedTexts.concatenate([one]) is one
 
 
 def test_bad_indices_and_layouts():

@@ -40,9 +40,11 @@ class TokenizedTexts:
 
     @classmethod
     def concatenate(cls, parts: Sequence[TokenizedTexts]) -> TokenizedTexts:
-        """Join several collections, in order."""
+        """Join several collections, in order (one is returned as it is)."""
         if not parts:
             return cls(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        if len(parts) == 1:  # what tokenizing fewer texts than a chunk gives: 8 us less for one text
+            return parts[0]
         shifts = np.cumsum([0] + [len(p.ids) for p in parts[:-1]])
         shifted = [p.offsets[1:] + s for p, s in zip(parts, shifts, strict=True)]
         offsets = np.concatenate([[0], *shifted]).astype(np.int64)
