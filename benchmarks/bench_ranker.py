@@ -2,7 +2,7 @@
 the model's network alone (`dense`) against the ranking stage (`fused`) and its lexical channel alone.
 
     python -m benchmarks.bench_ranker MODEL_DIR --data DIR|demo [--calls 300] [--batch 2000] [--runs 5] [--k 10]
-        [--lexical-beams 0 10] [--update-docs]
+        [--lexical-beams 0 10] [--predictor-batch-sizes 1024 4096] [--update-docs]
 
 MODEL_DIR: a model trained with the ranking stage (every packaged recipe has it), e.g.
 `xdex train --method dexml --data demo --out /tmp/dexml-demo`. Texts: the dataset's test split, taken in turn.
@@ -10,7 +10,9 @@ Each mode is timed in every run, the modes interleaved, so that a busy machine s
 medians over the runs of the p50 single-text latency (``--calls`` calls a run) and of the texts per second of one
 ``--batch``-text call, and the ratio against `dense` measured in the same runs. ``--lexical-beams``: the fused
 ranking also with the lexical shortlist searched at each of these beam widths (``ranker.lexical_beam``; 0: as wide as
-the shortlist), interleaved with the other modes.
+the shortlist), interleaved with the other modes. ``--predictor-batch-sizes``: the dense and fused rankings also
+through predictors that split a call's texts into batches of each of these sizes (``Predictor(batch_size=N)``; the
+others use its default), interleaved likewise.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--lexical-beams", type=int, nargs="*", default=[], help="fused with these lexical beams too")
+    parser.add_argument("--predictor-batch-sizes", type=int, nargs="*", default=[],
+                        help="dense and fused also through predictors with these batch sizes")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
@@ -70,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     for beam in args.lexical_beams:
         predictors[f"fused, lexical beam {beam}"] = predictor = Predictor(args.model_dir, read_only=True)
         predictor.model.ranker.lexical_beam = beam  # this predictor's own model
+    for size in args.predictor_batch_sizes:
+        for mode in ("dense", "fused"):
+            predictors[f"{mode}, batches of {size}"] = Predictor(args.model_dir, batch_size=size, search=mode,
+                                                                 read_only=True)
     modes = list(predictors)
     for predictor in predictors.values():  # warm-up: first calls build thread pools and caches
         predictor.predict(texts[:64], args.k)

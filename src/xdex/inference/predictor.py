@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 
 WRITER_LOCK = ".xdex-writer.lock"
 BATCH_CHARS = 1 << 18  # characters per batch of texts to encode: about 20 MB of tokens
+BATCH_TEXTS = 4096  # texts per batch: more texts share a batch's fixed costs (hand-overs between threads, passes over
+# the label table). 12,000 titles: 22,300 texts/s through the network alone and 8,300 fused in batches of 1,024,
+# 27,400 and 9,300 in batches of 4,096, and no more in 8,192 (docs/benchmarks.md, "Ranking stage: prediction cost")
 
 
 class ReadOnlyError(RuntimeError):
@@ -171,7 +174,7 @@ class Predictor:
     """Ranks the labels of a trained model directory for texts (see the module docstring)."""
 
     def __init__(
-        self, model_dir: str | Path, batch_size: int = 1024, search: str | None = None, read_only: bool = False
+        self, model_dir: str | Path, batch_size: int = BATCH_TEXTS, search: str | None = None, read_only: bool = False
     ):
         """``search``: another search mode of the model (e.g. ``"de"``), else the model's own; ``read_only``: never
         add labels (nor take the writer lock)."""
