@@ -178,17 +178,17 @@ class Tokenizer:
         shortcut = self._ascii
         rows = [] if shortcut is None or unnormalized is None else shortcut.takes(texts, max_length, special_tokens)
         if not rows:
-            return _ids(backend.encode_batch_fast(texts, add_special_tokens=special_tokens))
+            return _id_arrays(backend.encode_batch_fast(texts, add_special_tokens=special_tokens))
         assert shortcut is not None and unnormalized is not None  # rows are taken by the shortcut alone
         cut = [shortcut.normalize(texts[i], max_length) for i in rows]  # normalised and cut by the shortcut
         if shortcut.words is not None and not special_tokens:
             taken = shortcut.words.ids(cut, max_length)
         else:
-            taken = _ids(unnormalized.encode_batch_fast(cut, add_special_tokens=special_tokens))
+            taken = _id_arrays(unnormalized.encode_batch_fast(cut, add_special_tokens=special_tokens))
         if len(rows) == len(texts):
             return taken
         others = sorted(set(range(len(texts))).difference(rows))  # the others by the whole pipeline
-        rest = _ids(backend.encode_batch_fast([texts[i] for i in others], add_special_tokens=special_tokens))
+        rest = _id_arrays(backend.encode_batch_fast([texts[i] for i in others], add_special_tokens=special_tokens))
         by_row = dict(zip(rows, taken, strict=True)) | dict(zip(others, rest, strict=True))
         return [by_row[i] for i in range(len(texts))]
 
@@ -203,7 +203,8 @@ class Tokenizer:
         return TokenizedTexts.concatenate(parts)
 
 
-def _ids(encodings: list[tokenizers.Encoding]) -> list[np.ndarray]:
+def _id_arrays(encodings: list[tokenizers.Encoding]) -> list[np.ndarray]:
+    """Each encoding's ids as an int32 array."""
     return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
 
 
