@@ -67,6 +67,20 @@ def test_a_text_gets_the_same_labels_alone_or_in_a_batch(model_dir, texts):
         assert_same_ranking(*as_arrays([alone]), *as_arrays([batched[i]]))
 
 
+def test_the_warm_up_ranks_label_texts_alone_and_in_batches_and_changes_no_ranking(model_dir, texts, monkeypatch):
+    predictor = Predictor(model_dir, read_only=True)
+    before = predictor.predict(texts[:5], k=4)
+    calls = []
+    rank = predictor.rank
+    monkeypatch.setattr(predictor, "rank", lambda batch, k=10: calls.append(list(batch)) or rank(batch, k))
+    seconds = predictor.warm_up()
+    assert seconds >= 0
+    labels = predictor.model.label_texts
+    assert [len(batch) for batch in calls] == list(predictor_module.WARM_UP_BATCHES)
+    assert all(text in labels for batch in calls for text in batch)
+    assert as_arrays(predictor.predict(texts[:5], k=4)) == as_arrays(before)
+
+
 @settings(max_examples=60, deadline=None)
 @given(lengths=st.lists(st.integers(0, 50), max_size=30), size=st.integers(1, 8), chars=st.integers(1, 100))
 def test_batches_hold_at_most_size_texts_and_chars_characters(lengths, size, chars):

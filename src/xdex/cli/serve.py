@@ -81,6 +81,8 @@ def register(app: typer.Typer) -> None:
             check_token(token, f"the token in ${TOKEN_ENV}")
         predictor = Predictor(model_dir, search=search, read_only=read_only)
         _serving_threads(predictor)
+        logger.info("compiled loops ready in %.1f s (built at a first start, then read from numba's cache)",
+                    predictor.warm_up())
         app_ = create_app(predictor, read_only=read_only, limits=limits, token=token, batch_wait=batch_wait)
         if predictor.is_writer and token is None and not _loopback(host):
             logger.warning("any client that reaches %s can add labels to %s: give a token (--token-file or $%s) or "

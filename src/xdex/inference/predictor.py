@@ -30,6 +30,7 @@ import gc
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 WRITER_LOCK = ".xdex-writer.lock"
 BATCH_CHARS = 1 << 18  # characters per batch of texts to encode: about 20 MB of tokens
+WARM_UP_BATCHES = (1, 8, 64)  # texts of warm_up's calls: a served text, a micro-batch of a few requests, and a batch
+# long enough for the paths of many texts (the lexical shortlist beside the dense search, merges row by row)
 BATCH_TEXTS = 4096  # texts per batch: more texts share a batch's fixed costs (hand-overs between threads, passes over
 # the label table). 12,000 titles: 22,300 texts/s through the network alone and 8,300 fused in batches of 1,024,
 # 27,400 and 9,300 in batches of 4,096, and no more in 8,192 (docs/benchmarks.md, "Ranking stage: prediction cost")
@@ -208,6 +211,17 @@ class Predictor:
         model = self.model
         ranking = self._rank(model, texts, k)
         return Predictions.of(ranking, model.label_ids, model.label_texts).labels
+
+    def warm_up(self, k: int = 10) -> float:
+        """Rank a few of the model's own label texts, one alone and batches of 8 and 64, so that the compiled loops
+        of each path are built, or read from numba's cache, before the first real call; returns the seconds taken.
+        With an empty cache the first text of a process took 13 s (the loops compiled), with the cache 0.4 s
+        (docs/serving.md, "The first call")."""
+        start = time.perf_counter()
+        texts = [text for text in self.model.label_texts[:WARM_UP_BATCHES[-1]] if text.strip()] or ["warm up"]
+        for size in WARM_UP_BATCHES:
+            self.rank([texts[i % len(texts)] for i in range(size)], k)
+        return time.perf_counter() - start
 
     def label(self, key: str) -> tuple[int, str]:
         """Row and text of the label with ``key``; ``KeyError`` when there is none."""
