@@ -36,7 +36,9 @@ def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkey
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [row.split("|")[1:4] for row in table] == [[" 1 ", " 20 ", " 0 "], [" 2 ", " 20 ", " 0 "]]
-    assert all(float(row.split("|")[8]) > 0 and float(row.split("|")[9]) > 0 for row in table)  # CPU per request
+    # CPU per request: the client's is timed to the nanosecond; the server's is counted in clock ticks of 10 ms
+    # (/proc), which 20 requests to a tiny model may not fill now that the server builds its loops before it listens
+    assert all(float(row.split("|")[8]) >= 0 and float(row.split("|")[9]) > 0 for row in table)
     assert "k = 3" in out and written == [False]
     additions = [line for line in out.splitlines() if line.startswith("| `POST /labels`")]
     assert [row.split("|")[2:4] for row in additions] == [[" 5 ", " 0 "]]
