@@ -9,6 +9,19 @@ SKIP = 64  # scores a merge looks over at once: a span with none above the row's
 
 
 @numba.njit(cache=True, nogil=True)
+def _insert(top_scores: np.ndarray, top_columns: np.ndarray, size: int, score: float, column: int) -> int:
+    """Put ``score`` (above the k-th best, or the row not yet full) in its place among the ``size`` entries, moved up
+    past every strictly lower score; returns the new size."""
+    k = len(top_scores)
+    at = size if size < k else k - 1
+    while at > 0 and top_scores[at - 1] < score:
+        top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
+        at -= 1
+    top_scores[at], top_columns[at] = score, column
+    return min(size + 1, k)
+
+
+@numba.njit(cache=True, nogil=True)
 def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray, size: int) -> int:
     """Merge one row of scores (its columns numbered from ``offset``) into that row's best so far, in place: the
     ``size`` entries of ``top_scores`` / ``top_columns``, score descending; returns the new size. The columns are
@@ -16,30 +29,22 @@ def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_colum
     column stays first, within a block and, as blocks come in column order, across them.
 
     Once the row holds k entries, most scores are below its k-th: each span of ``SKIP`` scores is first counted
-    for scores above the k-th (a loop the compiler turns into vector instructions) and passed over when it has
-    none, as the scan one score at a time would pass over each of them (NaN is never above)."""
+    for scores above the k-th and passed over when it has none, as the scan one score at a time would pass over
+    each of them (NaN is never above). The span is a slice indexed from 0: the compiler turns that count into
+    vector instructions, and did not for indices running from the span's start (a sixth of the speed)."""
     k = len(top_scores)
-    n = len(scores)
-    for start in range(0, n, SKIP):
-        end = min(start + SKIP, n)
+    for start in range(0, len(scores), SKIP):
+        span = scores[start : start + SKIP]
         if size == k:
             threshold = top_scores[k - 1]
             above = 0
-            for j in range(start, end):
-                if scores[j] > threshold:
-                    above += 1
+            for j in range(len(span)):
+                above += span[j] > threshold
             if above == 0:
                 continue
-        for j in range(start, end):
-            s = scores[j]
-            if size == k and not s > top_scores[k - 1]:
-                continue
-            at = size if size < k else k - 1  # the slot it takes, moved up past every lower score
-            while at > 0 and top_scores[at - 1] < s:
-                top_scores[at], top_columns[at] = top_scores[at - 1], top_columns[at - 1]
-                at -= 1
-            top_scores[at], top_columns[at] = s, j + offset
-            size = min(size + 1, k)
+        for j in range(len(span)):
+            if size < k or span[j] > top_scores[k - 1]:
+                size = _insert(top_scores, top_columns, size, span[j], start + j + offset)
     return size
 
 
@@ -62,15 +67,33 @@ def merge_top_k_columns(scores: np.ndarray, offset: int, top_scores: np.ndarray,
 
 @numba.njit(cache=True, nogil=True)
 def merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
-                      sizes: np.ndarray) -> None:
-    """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16): each row is widened to float32
-    (exactly: bf16 is float32's upper half) in a buffer the size of a row, then merged."""
-    widened = np.empty(bits.shape[1], np.uint32)
-    row = widened.view(np.float32)
+                     sizes: np.ndarray) -> None:
+    """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16), each widened to float32 (exactly:
+    bf16 is float32's upper half) where it is looked at. The rows' best so far must hold bf16 values only (as the
+    merges of a search put there). Where a row's k-th best is ``+0`` or above, the bf16 scores above it are those
+    whose bits, read as int16, exceed its bits: each span of ``SKIP`` is counted so, on the bits, and passed over
+    when none is above; below ``+0`` every score is widened and compared."""
+    scratch = np.empty(1, np.float32)
+    scratch_bits = scratch.view(np.uint32)
+    k = top_scores.shape[1]
     for i in range(bits.shape[0]):
-        for j in range(bits.shape[1]):
-            widened[j] = np.uint32(np.uint16(bits[i, j])) << np.uint32(16)
-        sizes[i] = merge_row(row, offset, top_scores[i], top_columns[i], sizes[i])
+        row, best, columns, size = bits[i], top_scores[i], top_columns[i], sizes[i]
+        for start in range(0, len(row), SKIP):
+            span = row[start : start + SKIP]  # indexed from 0, so the count below is vectorised (merge_row)
+            if size == k:
+                scratch[0] = best[k - 1]
+                limit = np.int16(np.uint16(scratch_bits[0] >> np.uint32(16)))
+                if limit >= 0:
+                    above = 0
+                    for j in range(len(span)):
+                        above += span[j] > limit
+                    if above == 0:
+                        continue
+            for j in range(len(span)):
+                scratch_bits[0] = np.uint32(np.uint16(span[j])) << np.uint32(16)
+                if size < k or scratch[0] > best[k - 1]:
+                    size = _insert(best, columns, size, scratch[0], start + j + offset)
+        sizes[i] = size
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
