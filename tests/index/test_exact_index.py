@@ -413,19 +413,27 @@ def test_bf16_shortcut_taken_only_for_many_queries_on_a_cpu_with_bf16(monkeypatc
     assert taken == [len(many)]
 
 
-def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_values():
+@pytest.mark.parametrize("k", [1, 9, 70])
+def test_bf16_merge_reads_the_bit_patterns_as_the_float32_merge_reads_their_values(k):
+    """Block after block, the bf16 merge (spans counted on the bits) keeps what the one-score-at-a-time merge keeps
+    of the widened values: k-th best above and below zero, signed zeros, ties, infinities and NaN."""
     rng = np.random.default_rng(7)
-    widened = torch.from_numpy(rng.standard_normal((5, 300)).astype(np.float32)).bfloat16()
+    widened = torch.from_numpy(rng.standard_normal((7, 900)).astype(np.float32)).bfloat16()
     widened[0, 100:] = widened[0, 7]  # ties
+    widened[1] = -widened[1].abs().sort(descending=True).values  # all negative, rising: the k-th best below zero
+    widened[2, ::2], widened[2, 1::2] = 0.0, -0.0  # signed zeros
+    widened[3, ::11] = float("nan")
+    widened[4, 600:] = float("inf")
+    widened[5, :450] = -widened[5, :450].abs()  # the k-th best crosses zero from one block to the next
     bits = np.ascontiguousarray(widened.view(torch.int16).numpy())
-    values = np.ascontiguousarray(widened.float().numpy())
-    merged = []
-    for merge, block in ((merge_top_k_bf16, bits), (merge_top_k, values)):
-        top_scores, top_columns, sizes = np.empty((5, 9), np.float32), np.empty((5, 9), np.int64), np.zeros(5, np.int64)
-        merge(block, 10, top_scores, top_columns, sizes)
-        merged.append((top_scores, top_columns))
-    np.testing.assert_array_equal(merged[0][0], merged[1][0])
-    np.testing.assert_array_equal(merged[0][1], merged[1][1])
+    values = widened.float().numpy()
+    top_scores, top_columns, sizes = np.empty((7, k), np.float32), np.empty((7, k), np.int64), np.zeros(7, np.int64)
+    for start in range(0, 900, 300):
+        merge_top_k_bf16(np.ascontiguousarray(bits[:, start : start + 300]), start, top_scores, top_columns, sizes)
+    for row in range(7):
+        want_scores, want_columns = merged_one_by_one(values[row], k)
+        np.testing.assert_array_equal(top_scores[row], want_scores)
+        np.testing.assert_array_equal(top_columns[row], want_columns)
 
 
 @pytest.mark.parametrize("bf16", [False, True])
