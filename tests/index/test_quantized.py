@@ -38,6 +38,31 @@ def test_error_bound_holds_on_vectors_of_every_scale():
         assert error.max() <= coded.error_bound(query)
 
 
+@pytest.mark.parametrize("dim", [256, 768, 3000])
+def test_integer_sums_do_not_overflow_at_the_largest_codes(dim):
+    """Every code at 127 and a query of one sign: each item's integer sum is the largest the query's step allows,
+    and stays in int32 whatever the dimension (the query's integers shrink as it grows)."""
+    rng = np.random.default_rng(dim)
+    signs = rng.choice([-1.0, 1.0], dim).astype(np.float32)
+    items = np.stack([signs, -signs, 0.5 * signs]).astype(np.float32)
+    coded = Int8Codes.of(items)
+    assert np.abs(coded.codes).min() == 127
+    query = signs * rng.uniform(0.9, 1.0, dim).astype(np.float32)
+    query[0] = signs[0]  # the largest component: the query's largest integer
+    want = items.astype(np.float64) @ query.astype(np.float64)
+    got = approximate_scores(coded, query)
+    assert got[0] > 0 > got[1] and got[2] > 0
+    assert np.abs(got - want).max() <= coded.error_bound(query)
+
+
+def test_query_integers_by_hand():
+    coded = Int8Codes.of(np.ones((1, 4), np.float32))
+    assert coded.query_step(np.array([0.5, -2.0, 0.0, 1.0], np.float32)) == 2.0 / 32767
+    assert coded.query_step(np.zeros(4, np.float32)) == 1.0  # a zero query: any step, every integer 0
+    wide = Int8Codes.of(np.ones((1, 1000), np.float32))  # 127 * 32767 * 1000 would leave int32
+    assert wide.query_step(np.full(1000, 3.0, np.float32)) == 3.0 / ((2**31 - 1) // (127 * 1000))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_int8_search_gives_the_float32_search(threads):
     rng = np.random.default_rng(1)
