@@ -69,10 +69,10 @@ def merge_top_k_columns(scores: np.ndarray, offset: int, top_scores: np.ndarray,
 def merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
                      sizes: np.ndarray) -> None:
     """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16), each widened to float32 (exactly:
-    bf16 is float32's upper half) where it is looked at. The rows' best so far must hold bf16 values only (as the
-    merges of a search put there). Where a row's k-th best is ``+0`` or above, the bf16 scores above it are those
-    whose bits, read as int16, exceed its bits: each span of ``SKIP`` is counted so, on the bits, and passed over
-    when none is above; below ``+0`` every score is widened and compared."""
+    bf16 is float32's upper half) where it is looked at. Where a row's k-th best is ``+0`` or above, a bf16 score
+    is above it only if its bits, read as int16, exceed the k-th's upper 16 bits (both orders agree on scores of
+    that sign): each span of ``SKIP`` is counted so, on the bits, and passed over when none is above; below ``+0``
+    every score is widened and compared."""
     scratch = np.empty(1, np.float32)
     scratch_bits = scratch.view(np.uint32)
     k = top_scores.shape[1]
