@@ -75,6 +75,22 @@ def test_int8_search_gives_the_float32_search(threads):
         assert scores.dtype == np.float32 and rows.dtype == np.int64
 
 
+def test_several_queries_search_as_each_alone():
+    rng = np.random.default_rng(9)
+    items = rng.standard_normal((3000, 12)).astype(np.float32)
+    coded = Int8Codes.of(items)
+    queries = rng.standard_normal((5, 12)).astype(np.float32)
+    queries[3] = 0.0  # a zero query: every item ties
+    scores, rows = int8_search(items, coded, queries, 7, threads=2)
+    assert scores.shape == rows.shape == (5, 7)
+    np.testing.assert_array_equal(approximate_scores(coded, queries)[2], approximate_scores(coded, queries[2]))
+    for query, got_scores, got_rows in zip(queries, scores, rows, strict=True):
+        want_scores, want_rows = int8_search(items, coded, query, 7)
+        np.testing.assert_array_equal(got_rows, want_rows)
+        np.testing.assert_array_equal(got_scores, want_scores)
+    np.testing.assert_array_equal(rows[3], np.arange(7))  # ties to the lower row
+
+
 def test_int8_search_with_ties_everywhere_is_the_float32_search_to_the_bit():
     rng = np.random.default_rng(2)
     items = rng.integers(-2, 3, (3000, 5)).astype(np.float32)  # integer scores: many ties, exact sums
@@ -110,6 +126,22 @@ def test_index_searches_one_query_through_codes_made_once_and_remade_after_an_ad
     index.add(queries[:1] * 100, np.array([1000]))  # the best match of the first query, by far
     assert index.search(queries[:1], 1)[1].tolist() == [[1000]]
     assert len(index._int8.scales) == 301
+
+
+def test_index_searches_a_few_queries_through_codes_and_more_in_float32(monkeypatch):
+    monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
+    searched = []
+    monkeypatch.setattr(exact, "int8_search", lambda *a: (searched.append(len(a[2])), int8_search(*a))[1])
+    rng = np.random.default_rng(6)
+    index = ExactIndex(6)
+    index.add(rng.standard_normal((400, 6)).astype(np.float32))
+    queries = rng.standard_normal((exact.INT8_MAX_QUERIES + 1, 6)).astype(np.float32)
+    few = index.search(queries[:-1], 9)
+    many = index.search(queries, 9)
+    assert searched == [exact.INT8_MAX_QUERIES]  # the larger batch took the float32 products
+    want = exact_search(index._stored, queries, 9, bf16=False)
+    assert_same_ranking(few[1], few[0], want[1][:-1], want[0][:-1])
+    assert_same_ranking(many[1], many[0], want[1], want[0])
 
 
 def test_scan_split_between_threads_follows_torch_threads(monkeypatch):

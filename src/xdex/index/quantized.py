@@ -1,4 +1,4 @@
-"""Exact search of one query through int8 codes: a quarter of the bytes read, then the few candidates rescored.
+"""Exact search of a few queries through int8 codes: a quarter of the bytes read, then the few candidates rescored.
 
 One query's exact search reads every item vector once and does one multiply-add per 4 bytes, so it runs at the
 rate the machine reads memory (docs/benchmarks.md, "Prediction at 10^5 and 10^6 labels"). Each item is kept
@@ -32,6 +32,7 @@ from xdex.index.kernels import candidate_products, merge_row
 
 CODE_MAX = 127
 QUERY_MAX = 32767  # the query's integers are int16
+SCAN_BLOCK = 256  # items scanned by every query in turn: 64 KB of codes of dimension 256, in a core's own cache
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,17 +49,22 @@ def _encode(vectors: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
-def _approximate_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray, step: float,
+def _approximate_scores(codes: np.ndarray, scales: np.ndarray, queries: np.ndarray, steps: np.ndarray,
                         out: np.ndarray) -> None:
-    """``out[i] = scales[i] * step * <codes[i], query>``: the sum of the products of codes and int16 integers exact
-    in int32 (the query's step keeps it there; read as int32, the compiler sums in 32-bit lanes), the scaling in
-    float64, rounded once to float32."""
-    for i in range(codes.shape[0]):
-        row = codes[i]
-        total = 0
-        for j in range(row.shape[0]):
-            total += np.int32(row[j]) * np.int32(query[j])
-        out[i] = np.float32(np.float64(np.int32(total)) * (np.float64(scales[i]) * step))
+    """``out[r, i] = scales[i] * steps[r] * <codes[i], queries[r]>``: the sum of the products of codes and int16
+    integers exact in int32 (the query's step keeps it there; read as int32, the compiler sums in 32-bit lanes),
+    the scaling in float64, rounded once to float32. Items go in blocks that stay in a core's cache while every
+    query reads them."""
+    for start in range(0, codes.shape[0], SCAN_BLOCK):
+        end = min(start + SCAN_BLOCK, codes.shape[0])
+        for r in range(queries.shape[0]):
+            query, step = queries[r], steps[r]
+            for i in range(start, end):
+                row = codes[i]
+                total = 0
+                for j in range(row.shape[0]):
+                    total += np.int32(row[j]) * np.int32(query[j])
+                out[r, i] = np.float32(np.float64(np.int32(total)) * (np.float64(scales[i]) * step))
 
 
 @dataclass(frozen=True)
@@ -100,29 +106,34 @@ class Int8Codes:
                 + (2 * gamma + 2.0**-22) * norm * self.largest_norm)
 
 
-def approximate_scores(coded: Int8Codes, query: np.ndarray, threads: int = 1) -> np.ndarray:
-    """Every item's approximate score, the items split between ``threads`` threads (the compiled scan leaves
-    Python's lock)."""
-    step = coded.query_step(query)
-    integers = np.rint(query.astype(np.float64) / step).astype(np.int16)  # each off by at most half a step
-    out = np.empty(len(coded.scales), np.float32)
-    parts = threads if len(out) >= 2 * 16384 else 1
-    in_parts("scan", lambda a, b: _approximate_scores(coded.codes[a:b], coded.scales[a:b], integers, step,
-                                                      out[a:b]), len(out), parts)
-    return out
+def approximate_scores(coded: Int8Codes, queries: np.ndarray, threads: int = 1) -> np.ndarray:
+    """Every item's approximate score for one query ``[d]`` (scores ``[n]``) or several ``[m, d]`` (``[m, n]``),
+    the items split between ``threads`` threads (the compiled scan leaves Python's lock)."""
+    many = np.atleast_2d(queries)
+    steps = np.array([coded.query_step(q) for q in many], np.float64)
+    integers = np.rint(many.astype(np.float64) / steps[:, None]).astype(np.int16)  # each off by at most half a step
+    out = np.empty((len(many), len(coded.scales)), np.float32)
+    parts = threads if len(coded.scales) >= 2 * 16384 else 1
+    in_parts("scan", lambda a, b: _approximate_scores(coded.codes[a:b], coded.scales[a:b], integers, steps,
+                                                      out[:, a:b]), len(coded.scales), parts)
+    return out if queries.ndim == 2 else out[0]
 
 
-def int8_search(items: np.ndarray, coded: Int8Codes, query: np.ndarray, k: int,
+def int8_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int,
                 threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The float32 exact top-``k`` of one ``query`` (shape ``[d]``) over ``items``, found through ``coded`` (the
-    same items as int8 codes): scores and rows, best first, ties to the lower row."""
+    """The float32 exact top-``k`` of one query ``[d]`` (scores and rows ``[k]``) or several ``[m, d]``
+    (``[m, k]``) over ``items``, found through ``coded`` (the same items as int8 codes): best first, ties to the
+    lower row."""
     if not 0 < k <= len(items):
         raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
-    query = np.ascontiguousarray(query, dtype=np.float32)
-    approximate = approximate_scores(coded, query, threads)
-    best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
-    merge_row(approximate, 0, best, columns, 0)
-    candidates = np.flatnonzero(approximate >= best[-1] - 2 * coded.error_bound(query))
-    exact = candidate_products(items, query[None, :], candidates[None, :])[0]
-    order = np.lexsort((candidates, -exact))[:k]
-    return exact[order], candidates[order]
+    many = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+    approximate = approximate_scores(coded, many, threads)
+    scores, rows = np.empty((len(many), k), np.float32), np.empty((len(many), k), np.int64)
+    for r, query in enumerate(many):
+        best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
+        merge_row(approximate[r], 0, best, columns, 0)
+        candidates = np.flatnonzero(approximate[r] >= best[-1] - 2 * coded.error_bound(query))
+        exact = candidate_products(items, query[None, :], candidates[None, :])[0]
+        order = np.lexsort((candidates, -exact))[:k]
+        scores[r], rows[r] = exact[order], candidates[order]
+    return (scores, rows) if queries.ndim == 2 else (scores[0], rows[0])
