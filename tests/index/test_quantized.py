@@ -144,6 +144,12 @@ def test_index_searches_a_few_queries_through_codes_and_more_in_float32(monkeypa
     assert_same_ranking(many[1], many[0], want[1], want[0])
 
 
+def test_how_many_queries_take_the_codes_follows_the_vectors_size():
+    assert exact._int8_max_queries(exact.INT8_FROM_BYTES - 1) == 0  # small vectors: float32 products only
+    assert exact._int8_max_queries(exact.INT8_FROM_BYTES) == exact.INT8_MAX_QUERIES
+    assert exact._int8_max_queries(exact.CACHE_BYTES) == exact.INT8_MAX_QUERIES_BEYOND_CACHE
+
+
 def test_scan_split_between_threads_follows_torch_threads(monkeypatch):
     monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
     split = []
