@@ -135,10 +135,11 @@ def test_index_searches_a_few_queries_through_codes_and_more_in_float32(monkeypa
     rng = np.random.default_rng(6)
     index = ExactIndex(6)
     index.add(rng.standard_normal((400, 6)).astype(np.float32))
-    queries = rng.standard_normal((exact.INT8_MAX_QUERIES + 1, 6)).astype(np.float32)
+    most = exact._int8_max_queries(index._consolidated()[0].nbytes)
+    queries = rng.standard_normal((most + 1, 6)).astype(np.float32)
     few = index.search(queries[:-1], 9)
     many = index.search(queries, 9)
-    assert searched == [exact.INT8_MAX_QUERIES]  # the larger batch took the float32 products
+    assert searched == [most]  # the larger batch took the float32 products
     want = exact_search(index._stored, queries, 9, bf16=False)
     assert_same_ranking(few[1], few[0], want[1][:-1], want[0][:-1])
     assert_same_ranking(many[1], many[0], want[1], want[0])
@@ -146,8 +147,10 @@ def test_index_searches_a_few_queries_through_codes_and_more_in_float32(monkeypa
 
 def test_how_many_queries_take_the_codes_follows_the_vectors_size():
     assert exact._int8_max_queries(exact.INT8_FROM_BYTES - 1) == 0  # small vectors: float32 products only
-    assert exact._int8_max_queries(exact.INT8_FROM_BYTES) == exact.INT8_MAX_QUERIES
-    assert exact._int8_max_queries(exact.CACHE_BYTES) == exact.INT8_MAX_QUERIES_BEYOND_CACHE
+    assert exact._int8_max_queries(exact.INT8_FROM_BYTES) == 4
+    assert exact._int8_max_queries((16 << 20) - 1) == 4
+    assert exact._int8_max_queries(16 << 20) == 8
+    assert exact._int8_max_queries(100_000 * 256 * 4) == 16  # 10^5 vectors of 256: beyond a shared cache
 
 
 def test_scan_split_between_threads_follows_torch_threads(monkeypatch):

@@ -48,12 +48,12 @@ BF16_FROM_ITEMS = 65536  # fewer items: float32 products are cheap, the wider me
 BF16_MARGIN = 64  # candidates beyond k kept by the bf16 pass (the certificate failed for 0-2% of queries)
 BF16_UNIT_ROUNDOFF = 2.0**-8  # bf16 keeps 8 significant bits
 INT8_FROM_BYTES = 4 << 20  # float32 vectors beyond a core's own cache (1-2 MB): a quarter of the bytes pays off
-INT8_MAX_QUERIES = 8  # queries searched through int8 codes: each costs its own pass over the codes (about 0.5 ms at
-# 10^5 x 256 on 2 cores), while float32 products read the vectors once for all. At 7,155 / 30,000 / 10^5 labels,
-# 8 queries took 0.71 / 2.5 / 4.8 ms through the codes and 0.71 / 3.4 / 11 ms in float32; 16 queries 1.4 / 4.9 / 8.8
-# against 0.75 / 3.8 / 12: beyond the shared cache (float32 products bound by reading memory), twice as many
-INT8_MAX_QUERIES_BEYOND_CACHE = 16
-CACHE_BYTES = 64 << 20  # float32 vectors this large are read from memory, not from a processor's shared cache
+INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, queries at most through int8 codes):
+# each query costs its own pass over the codes (about 0.5 ms at 10^5 x 256 on 2 cores), while float32 products read
+# the vectors once for all, and read them from memory, not from a processor's shared cache, once they are large
+# (`python -m benchmarks.bench_few_queries`, docs/benchmarks.md: at 7,155 / 30,000 / 10^5 labels of 256 dimensions,
+# 4 queries 0.34 / 1.25 / 2.5 ms through the codes against 0.35-0.45 / 4.2 / 9.6 in float32, 8 queries 0.67 / 2.5 /
+# 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
 
 log = logging.getLogger(__name__)
@@ -205,10 +205,11 @@ def _cpu_has_bf16() -> bool:
 
 
 def _int8_max_queries(nbytes: int) -> int:
-    """How many queries at most a search of ``nbytes`` of float32 vectors sends through their int8 codes (0: none)."""
+    """How many queries at most a search of ``nbytes`` of float32 vectors sends through their int8 codes (0: none,
+    below ``INT8_FROM_BYTES``; then as ``INT8_QUERIES`` says)."""
     if nbytes < INT8_FROM_BYTES:
         return 0
-    return INT8_MAX_QUERIES_BEYOND_CACHE if nbytes >= CACHE_BYTES else INT8_MAX_QUERIES
+    return next(most for start, most in INT8_QUERIES if nbytes >= start)
 
 
 class ExactIndex(Index):
@@ -217,10 +218,9 @@ class ExactIndex(Index):
     Vectors added in several calls are joined (and ordered by id) once, at the next search
     or save, so adding in many small batches costs no repeated copies. Searches may run from
     several threads at once (the join is done by one of them); adding while searching is not safe.
-    From ``INT8_FROM_BYTES`` bytes of vectors on, up to ``INT8_MAX_QUERIES`` queries (``INT8_MAX_QUERIES_BEYOND_CACHE``
-    from ``CACHE_BYTES`` on) are searched through int8 codes of the vectors (:mod:`xdex.index.quantized`: the same
-    ranking, a quarter of the bytes read), made at the first such search and kept in memory (a quarter of the
-    vectors' size).
+    From ``INT8_FROM_BYTES`` bytes of vectors on, a few queries (4 to 16, more for more vectors: ``INT8_QUERIES``) are
+    searched through int8 codes of the vectors (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes
+    read), made at the first such search and kept in memory (a quarter of the vectors' size).
     """
 
     kind = "exact"
