@@ -55,9 +55,9 @@ BATCH_CHARS = 1 << 18  # characters per batch of texts to encode: about 20 MB of
 BATCH_TEXTS = 4096  # texts per batch: more texts share a batch's fixed costs (hand-overs between threads, passes over
 # the label table). 12,000 titles: 22,300 texts/s through the network alone and 8,300 fused in batches of 1,024,
 # 27,400 and 9,300 in batches of 4,096, and hardly more in 8,192 (docs/benchmarks.md, "Ranking stage: prediction cost")
-WARM_UP_BATCHES = (1, 4, 64)  # texts of warm_up's calls: a served text, a micro-batch of a few requests (through an
-# exact index's int8 codes from 4 MB of vectors), and a batch long enough for the paths of many texts (the lexical
-# shortlist beside the dense search, merges row by row)
+WARM_UP_BATCHES = (1, 4, 32, 64)  # texts of warm_up's calls: a served text, micro-batches of a few requests (through an
+# exact index's int8 codes from 4 MB of vectors) and of more (float32 products merged item by item), and a batch long
+# enough for the paths of many texts (the lexical shortlist beside the dense search, merges row by row)
 
 
 class ReadOnlyError(RuntimeError):
