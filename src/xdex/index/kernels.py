@@ -22,6 +22,17 @@ def _insert(top_scores: np.ndarray, top_columns: np.ndarray, size: int, score: f
 
 
 @numba.njit(cache=True, nogil=True)
+def _none_above(span: np.ndarray, threshold: float) -> bool:
+    """Whether no value of ``span`` is above ``threshold`` (NaN never is). ``span`` is a slice indexed from 0: the
+    compiler turns this count into vector instructions, and did not for indices running from a span's start inside
+    a row (a sixth of the speed)."""
+    above = 0
+    for j in range(len(span)):
+        above += span[j] > threshold
+    return above == 0
+
+
+@numba.njit(cache=True, nogil=True)
 def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray, size: int) -> int:
     """Merge one row of scores (its columns numbered from ``offset``) into that row's best so far, in place: the
     ``size`` entries of ``top_scores`` / ``top_columns``, score descending; returns the new size. The columns are
@@ -29,19 +40,13 @@ def merge_row(scores: np.ndarray, offset: int, top_scores: np.ndarray, top_colum
     column stays first, within a block and, as blocks come in column order, across them.
 
     Once the row holds k entries, most scores are below its k-th: each span of ``SKIP`` scores is first counted
-    for scores above the k-th and passed over when it has none, as the scan one score at a time would pass over
-    each of them (NaN is never above). The span is a slice indexed from 0: the compiler turns that count into
-    vector instructions, and did not for indices running from the span's start (a sixth of the speed)."""
+    for scores above the k-th (:func:`_none_above`) and passed over when it has none, as the scan one score at a
+    time would pass over each of them."""
     k = len(top_scores)
     for start in range(0, len(scores), SKIP):
         span = scores[start : start + SKIP]
-        if size == k:
-            threshold = top_scores[k - 1]
-            above = 0
-            for j in range(len(span)):
-                above += span[j] > threshold
-            if above == 0:
-                continue
+        if size == k and _none_above(span, top_scores[k - 1]):
+            continue
         for j in range(len(span)):
             if size < k or span[j] > top_scores[k - 1]:
                 size = _insert(top_scores, top_columns, size, span[j], start + j + offset)
@@ -68,31 +73,25 @@ def merge_top_k_columns(scores: np.ndarray, offset: int, top_scores: np.ndarray,
 @numba.njit(cache=True, nogil=True)
 def merge_top_k_bf16(bits: np.ndarray, offset: int, top_scores: np.ndarray, top_columns: np.ndarray,
                      sizes: np.ndarray) -> None:
-    """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16), each widened to float32 (exactly:
-    bf16 is float32's upper half) where it is looked at. Where a row's k-th best is ``+0`` or above, a bf16 score
-    is above it only if its bits, read as int16, exceed the k-th's upper 16 bits (both orders agree on scores of
-    that sign): each span of ``SKIP`` is counted so, on the bits, and passed over when none is above; below ``+0``
-    every score is widened and compared."""
-    scratch = np.empty(1, np.float32)
-    scratch_bits = scratch.view(np.uint32)
+    """:func:`merge_top_k` for bf16 scores given as their bit patterns (int16), widened to float32 (exactly: bf16 is
+    float32's upper half) span by span and merged by :func:`merge_row`. Where a row's k-th best is ``+0`` or above,
+    a bf16 score is above it only if its bits, read as int16, exceed the k-th's upper 16 bits (both orders agree on
+    scores of that sign): a span with none above is passed over on its bits, unwidened."""
+    widened = np.empty(SKIP, np.uint32)
+    values = widened.view(np.float32)
     k = top_scores.shape[1]
     for i in range(bits.shape[0]):
         row, best, columns, size = bits[i], top_scores[i], top_columns[i], sizes[i]
         for start in range(0, len(row), SKIP):
-            span = row[start : start + SKIP]  # indexed from 0, so the count below is vectorised (merge_row)
+            span = row[start : start + SKIP]
             if size == k:
-                scratch[0] = best[k - 1]
-                limit = np.int16(np.uint16(scratch_bits[0] >> np.uint32(16)))
-                if limit >= 0:
-                    above = 0
-                    for j in range(len(span)):
-                        above += span[j] > limit
-                    if above == 0:
-                        continue
+                values[0] = best[k - 1]
+                limit = np.int16(np.uint16(widened[0] >> np.uint32(16)))
+                if limit >= 0 and _none_above(span, limit):
+                    continue
             for j in range(len(span)):
-                scratch_bits[0] = np.uint32(np.uint16(span[j])) << np.uint32(16)
-                if size < k or scratch[0] > best[k - 1]:
-                    size = _insert(best, columns, size, scratch[0], start + j + offset)
+                widened[j] = np.uint32(np.uint16(span[j])) << np.uint32(16)
+            size = merge_row(values[: len(span)], start + offset, best, columns, size)
         sizes[i] = size
 
 
