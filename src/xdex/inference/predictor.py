@@ -214,8 +214,9 @@ class Predictor:
         return Predictions.of(ranking, model.label_ids, model.label_texts).labels
 
     def warm_up(self, k: int = 10) -> float:
-        """Rank a few of the model's own label texts, one alone and batches of 8 and 64, so that the compiled loops
-        of each path are built, or read from numba's cache, before the first real call; returns the seconds taken.
+        """Rank a few of the model's own label texts in batches of ``WARM_UP_BATCHES`` (one alone, then more), so
+        that the compiled loops of each path are built, or read from numba's cache, before the first real call;
+        returns the seconds taken.
         With an empty cache the first text of a process took 13 s (the loops compiled), with the cache 0.4 s
         (docs/serving.md, "The first call")."""
         start = time.perf_counter()
