@@ -1,11 +1,21 @@
-"""xdex.hardware: the CPU probes, subnormal floats flushed to zero, and the pools of threads."""
+"""xdex.hardware: the CPU probes, subnormal floats flushed to zero, the pools of threads and numba's threads."""
 
 import threading
 
+import numba
 import pytest
 import torch
 
-from xdex.hardware import cores, cpu_has_bf16, denormals_are_flushed, denormals_flushed, in_parts, thread_pool
+from xdex.hardware import (
+    cores,
+    cpu_has_bf16,
+    denormals_are_flushed,
+    denormals_flushed,
+    in_parts,
+    numba_parallel_is_thread_safe,
+    numba_threads,
+    thread_pool,
+)
 
 
 def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
@@ -75,3 +85,19 @@ def test_an_error_in_a_part_reaches_the_caller():
 
 def test_a_named_pool_is_kept_and_has_a_thread_per_core():
     assert thread_pool("test") is thread_pool("test") and thread_pool("test")._max_workers == cores()
+
+
+def test_numba_threads_set_the_team_for_the_block_and_restore_it():
+    before = numba.get_num_threads()
+    with numba_threads(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
+    with numba_threads(10**6):  # never more than numba's pool
+        assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+    with pytest.raises(RuntimeError), numba_threads(1):
+        raise RuntimeError("restored on the way out too")
+    assert numba.get_num_threads() == before
+
+
+def test_thread_safety_follows_numbas_threading_layer():
+    assert numba_parallel_is_thread_safe() == (numba.threading_layer() in ("omp", "tbb"))

@@ -1,16 +1,19 @@
 """What the CPU computes natively, asked of torch's own probes (shared by the encoders and the exact search), the
 floating-point mode the training runs in, and the process's pools of threads, one per core, for compiled or C work
 that leaves Python's lock (the lexical channel, the ranking stage, exact search of many queries, the int8 scan,
-the bag encoder's large passes)."""
+the bag encoder's large passes), and numba's own threads where a compiled loop is split at a finer grain than a
+Python thread's hand-over allows (the int8 scan of one query)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import torch
 
 
@@ -99,3 +102,34 @@ def in_parts(pool: str, work: Callable[[int, int], object], n: int, parts: int) 
     done = [thread_pool(pool).submit(work, a, b) for a, b in zip(ends[:-1], ends[1:], strict=True)]
     for future in done:
         future.result()
+
+
+@numba.njit(cache=True, parallel=True)
+def _start_numba_threads(parts: int) -> int:
+    """A parallel loop that does nothing but start numba's threading layer."""
+    done = 0
+    for _ in numba.prange(parts):
+        done += 1
+    return done
+
+
+@functools.cache
+def numba_parallel_is_thread_safe() -> bool:
+    """Whether numba's parallel loops may be entered from several Python threads at once: under its OpenMP or TBB
+    threading layer. Its fallback on a machine with neither, the workqueue, ends the process when two threads
+    enter a parallel loop together, so callers split their work over :func:`in_parts` there instead."""
+    _start_numba_threads(1)
+    return numba.threading_layer() in ("omp", "tbb")
+
+
+@contextlib.contextmanager
+def numba_threads(n: int) -> Iterator[None]:
+    """Numba's parallel loops entered from this thread run on ``n`` threads (at most numba's pool) until the block
+    ends: a team no larger than the parts of the work, where numba's pool is as large as the machine's CPUs (more
+    than this process may use under an affinity mask)."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

@@ -3,12 +3,14 @@ result whatever the data."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 import torch
 from ranking_asserts import assert_same_ranking
 
-from xdex.index import ExactIndex, exact
+from xdex.index import ExactIndex, exact, quantized
 from xdex.index.exact import exact_search
 from xdex.index.quantized import Int8Codes, approximate_scores, int8_search
 
@@ -73,6 +75,32 @@ def test_int8_search_gives_the_float32_search(threads):
         want_scores, want_rows = exact_search(items, query[None, :], 25, bf16=False)
         assert_same_ranking(rows[None, :], scores[None, :], want_rows, want_scores)
         assert scores.dtype == np.float32 and rows.dtype == np.int64
+
+
+def test_the_scan_split_over_numbas_threads_or_the_pool_gives_the_same_bits(monkeypatch):
+    """Where numba's threads may not be entered from several threads (its workqueue layer), the scan's parts go to
+    the pool of Python threads instead: the same scores."""
+    rng = np.random.default_rng(3)
+    items = rng.standard_normal((40_000, 16)).astype(np.float32)
+    coded = Int8Codes.of(items)
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    on_numba = approximate_scores(coded, queries, threads=2)
+    monkeypatch.setattr(quantized, "numba_parallel_is_thread_safe", lambda: False)
+    np.testing.assert_array_equal(approximate_scores(coded, queries, threads=2), on_numba)
+    np.testing.assert_array_equal(approximate_scores(coded, queries, threads=1), on_numba)
+
+
+def test_searches_from_several_threads_at_once_each_get_their_own_result():
+    rng = np.random.default_rng(4)
+    items = rng.standard_normal((40_000, 16)).astype(np.float32)
+    coded = Int8Codes.of(items)
+    queries = rng.standard_normal((8, 16)).astype(np.float32)
+    want = [int8_search(items, coded, query, 10, 2) for query in queries]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda query: int8_search(items, coded, query, 10, 2), [*queries, *queries]))
+    for (got_scores, got_rows), (want_scores, want_rows) in zip(got, [*want, *want], strict=True):
+        np.testing.assert_array_equal(got_rows, want_rows)
+        np.testing.assert_array_equal(got_scores, want_scores)
 
 
 def test_several_queries_search_as_each_alone():
