@@ -127,8 +127,11 @@ def numba_threads(n: int) -> Iterator[None]:
     """Numba's parallel loops entered from this thread run on ``n`` threads (at most numba's pool) until the block
     ends: a team no larger than the parts of the work, where numba's pool is as large as the machine's CPUs (more
     than this process may use under an affinity mask)."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    before, wanted = numba.get_num_threads(), max(1, min(n, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+    if wanted == before:
+        yield
+        return
+    numba.set_num_threads(wanted)
     try:
         yield
     finally:

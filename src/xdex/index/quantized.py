@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from xdex.hardware import in_parts, numba_parallel_is_thread_safe, numba_threads
-from xdex.index.kernels import candidate_products, merge_row
+from xdex.index.kernels import SKIP, candidate_products, merge_row
 
 CODE_MAX = 127
 QUERY_MAX = 32767  # the query's integers are int16
@@ -79,6 +79,15 @@ def _approximate_scores(codes: np.ndarray, scales: np.ndarray, queries: np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
+def _count_at_least(values: np.ndarray, threshold: float) -> int:
+    """How many ``values`` are at least ``threshold`` (a loop over an array indexed from 0: vector instructions)."""
+    count = 0
+    for i in range(len(values)):
+        count += values[i] >= threshold
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
 def _rescored(items: np.ndarray, query: np.ndarray, approximate: np.ndarray, k: int, bound: float,
               scores: np.ndarray, rows: np.ndarray) -> None:
     """The float32 top-``k`` of one query into ``scores`` / ``rows``: every item whose approximate score is at
@@ -87,14 +96,14 @@ def _rescored(items: np.ndarray, query: np.ndarray, approximate: np.ndarray, k: 
     best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
     merge_row(approximate, 0, best, columns, 0)
     threshold = best[k - 1] - np.float32(2.0 * bound)
-    count = 0
-    for i in range(len(approximate)):
-        count += approximate[i] >= threshold
-    candidates, at = np.empty(count, np.int64), 0
-    for i in range(len(approximate)):
-        if approximate[i] >= threshold:
-            candidates[at] = i
-            at += 1
+    candidates, count = np.empty(_count_at_least(approximate, threshold), np.int64), 0
+    for start in range(0, len(approximate), SKIP):  # a span with no candidate is passed over in one count
+        span = approximate[start : start + SKIP]
+        if _count_at_least(span, threshold):
+            for j in range(len(span)):
+                if span[j] >= threshold:
+                    candidates[count] = start + j
+                    count += 1
     exact = candidate_products(items, query.reshape(1, -1), candidates.reshape(1, -1))[0]
     merge_row(exact, 0, scores, columns, 0)  # the candidates in row order: among equal scores the lower row first
     for c in range(k):
