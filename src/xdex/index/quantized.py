@@ -71,8 +71,8 @@ def _scan(codes: np.ndarray, scales: np.ndarray, queries: np.ndarray, steps: np.
 def _approximate_scores(codes: np.ndarray, scales: np.ndarray, queries: np.ndarray, steps: np.ndarray,
                         out: np.ndarray, parts: int) -> None:
     """:func:`_scan` of every item, the items split into ``parts`` consecutive ranges scanned side by side on
-    numba's threads: started in a few microseconds, where handing a range to a Python thread took a tenth of a
-    millisecond, a tenth of one query's scan at 10^5 x 256 codes."""
+    numba's threads: one query's scan of 10^5 x 256 codes took 0.05-0.25 ms less than with each range handed to a
+    Python thread and waited for (docs/benchmarks.md, "The scan on numba's threads")."""
     n = codes.shape[0]
     for part in numba.prange(parts):
         _scan(codes, scales, queries, steps, out, n * part // parts, n * (part + 1) // parts)
