@@ -113,13 +113,18 @@ def _start_numba_threads(parts: int) -> int:
     return done
 
 
+_NUMBA_LAYER_LOCK = threading.Lock()
+
+
 @functools.cache
 def numba_parallel_is_thread_safe() -> bool:
     """Whether numba's parallel loops may be entered from several Python threads at once: under its OpenMP or TBB
     threading layer. Its fallback on a machine with neither, the workqueue, ends the process when two threads
-    enter a parallel loop together, so callers split their work over :func:`in_parts` there instead."""
-    _start_numba_threads(1)
-    return numba.threading_layer() in ("omp", "tbb")
+    enter a parallel loop together, so callers split their work over :func:`in_parts` there instead (the layer
+    is started under a lock, once)."""
+    with _NUMBA_LAYER_LOCK:
+        _start_numba_threads(1)
+        return numba.threading_layer() in ("omp", "tbb")
 
 
 @contextlib.contextmanager
