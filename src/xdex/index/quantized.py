@@ -79,6 +79,36 @@ def _approximate_scores(codes: np.ndarray, scales: np.ndarray, queries: np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
+def _query_integers(queries: np.ndarray, top: int, integers: np.ndarray, steps: np.ndarray) -> None:
+    """Each query's step ``max |q_j| / top`` (1 for a zero query) and its integers ``rint(q_j / step)``, each off by
+    at most half a step."""
+    for r in range(queries.shape[0]):
+        largest = 0.0
+        for j in range(queries.shape[1]):
+            largest = max(largest, abs(np.float64(queries[r, j])))
+        step = largest / top if largest > 0 else 1.0
+        steps[r] = step
+        for j in range(queries.shape[1]):
+            integers[r, j] = np.int16(np.rint(np.float64(queries[r, j]) / step))
+
+
+@numba.njit(cache=True, nogil=True)
+def _error_bounds(queries: np.ndarray, steps: np.ndarray, largest_scale: float, largest_mass: float,
+                  largest_norm: float, out: np.ndarray) -> None:
+    """``b`` of the module docstring for each query, its sums in float64."""
+    d = queries.shape[1]
+    gamma = d * 2.0**-24 / (1 - d * 2.0**-24)
+    for r in range(queries.shape[0]):
+        mass = squares = 0.0
+        for j in range(d):
+            value = np.float64(queries[r, j])
+            mass += abs(value)
+            squares += value * value
+        out[r] = (largest_scale * mass * (0.5 + 2 * CODE_MAX * gamma) + largest_mass * steps[r] * (0.5 + 2.0**-40)
+                  + (2 * gamma + 2.0**-22) * np.sqrt(squares) * largest_norm)
+
+
+@numba.njit(cache=True, nogil=True)
 def _count_at_least(values: np.ndarray, threshold: float) -> int:
     """How many ``values`` are at least ``threshold`` (a loop over an array indexed from 0: vector instructions)."""
     count = 0
@@ -88,26 +118,29 @@ def _count_at_least(values: np.ndarray, threshold: float) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _rescored(items: np.ndarray, query: np.ndarray, approximate: np.ndarray, k: int, bound: float,
+def _rescored(items: np.ndarray, queries: np.ndarray, approximate: np.ndarray, bounds: np.ndarray,
               scores: np.ndarray, rows: np.ndarray) -> None:
-    """The float32 top-``k`` of one query into ``scores`` / ``rows``: every item whose approximate score is at
-    least the ``k``-th best approximate score less ``2 * bound``, scored again in float32 and ordered by score,
-    ties to the lower row."""
+    """The float32 top-``k`` of each query into its row of ``scores`` / ``rows`` (``k`` their width): every item
+    whose approximate score is at least the ``k``-th best approximate score less twice the query's bound, scored
+    again in float32 and ordered by score, ties to the lower row."""
+    k = scores.shape[1]
     best, columns = np.empty(k, np.float32), np.empty(k, np.int64)
-    merge_row(approximate, 0, best, columns, 0)
-    threshold = best[k - 1] - np.float32(2.0 * bound)
-    candidates, count = np.empty(_count_at_least(approximate, threshold), np.int64), 0
-    for start in range(0, len(approximate), SKIP):  # a span with no candidate is passed over in one count
-        span = approximate[start : start + SKIP]
-        if _count_at_least(span, threshold):
-            for j in range(len(span)):
-                if span[j] >= threshold:
-                    candidates[count] = start + j
-                    count += 1
-    exact = candidate_products(items, query.reshape(1, -1), candidates.reshape(1, -1))[0]
-    merge_row(exact, 0, scores, columns, 0)  # the candidates in row order: among equal scores the lower row first
-    for c in range(k):
-        rows[c] = candidates[columns[c]]
+    for r in range(queries.shape[0]):
+        row_scores = approximate[r]
+        merge_row(row_scores, 0, best, columns, 0)
+        threshold = best[k - 1] - np.float32(2.0 * bounds[r])
+        candidates, count = np.empty(_count_at_least(row_scores, threshold), np.int64), 0
+        for start in range(0, len(row_scores), SKIP):  # a span with no candidate is passed over in one count
+            span = row_scores[start : start + SKIP]
+            if _count_at_least(span, threshold):
+                for j in range(len(span)):
+                    if span[j] >= threshold:
+                        candidates[count] = start + j
+                        count += 1
+        exact = candidate_products(items, queries[r : r + 1], candidates.reshape(1, -1))[0]
+        merge_row(exact, 0, scores[r], columns, 0)  # candidates in row order: among equal scores the lower row first
+        for c in range(k):
+            rows[r, c] = candidates[columns[c]]
 
 
 @dataclass(frozen=True)
@@ -133,36 +166,50 @@ class Int8Codes:
             mass = max(mass, float((scales[start : start + chunk].astype(np.float64) * l1).max()))
         return cls(codes, scales, float(scales.max()) if len(scales) else 0.0, largest, mass)
 
-    def query_step(self, query: np.ndarray) -> float:
-        """The step of the query's integers: ``max |q_j| / Q`` with ``Q = (2^31 - 1) // (127 d)``, at most 32,767
-        (int16), so that no item's sum of ``d`` products leaves int32; 1 for a zero query."""
+    def query_integers(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The queries ``[m, d]`` as int16 integers and their steps ``[m]`` (float64): ``q ~ step * q_int`` with
+        ``step = max |q_j| / Q``, ``Q = (2^31 - 1) // (127 d)`` at most 32,767 (int16), so that no item's sum of
+        ``d`` products leaves int32; a zero query has step 1."""
         top = min(QUERY_MAX, (2**31 - 1) // (CODE_MAX * max(1, self.codes.shape[1])))
-        largest = float(np.abs(query).max(initial=0.0))
-        return largest / top if largest > 0 else 1.0
+        integers, steps = np.empty(queries.shape, np.int16), np.empty(len(queries), np.float64)
+        _query_integers(queries, top, integers, steps)
+        return integers, steps
+
+    def query_step(self, query: np.ndarray) -> float:
+        """One query's step (:meth:`query_integers`)."""
+        return float(self.query_integers(np.atleast_2d(query))[1][0])
+
+    def error_bounds(self, queries: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """``b`` of the module docstring for each query ``[m, d]`` with its step: how far an approximate score may
+        be from the float32 score."""
+        out = np.empty(len(queries), np.float64)
+        _error_bounds(queries, steps, self.largest_scale, self.largest_mass, self.largest_norm, out)
+        return out
 
     def error_bound(self, query: np.ndarray) -> float:
-        """``b`` of the module docstring: how far an approximate score may be from the float32 score."""
-        gamma = self.codes.shape[1] * 2.0**-24 / (1 - self.codes.shape[1] * 2.0**-24)
-        norm = float(np.linalg.norm(query))
-        return (self.largest_scale * float(np.abs(query).sum()) * (0.5 + 2 * CODE_MAX * gamma)
-                + self.largest_mass * self.query_step(query) * (0.5 + 2.0**-40)
-                + (2 * gamma + 2.0**-22) * norm * self.largest_norm)
+        """One query's :meth:`error_bounds`."""
+        many = np.atleast_2d(query)
+        return float(self.error_bounds(many, self.query_integers(many)[1])[0])
 
 
 def approximate_scores(coded: Int8Codes, queries: np.ndarray, threads: int = 1) -> np.ndarray:
     """Every item's approximate score for one query ``[d]`` (scores ``[n]``) or several ``[m, d]`` (``[m, n]``),
     the items split between ``threads`` threads."""
-    many = np.atleast_2d(queries)
-    steps = np.array([coded.query_step(q) for q in many], np.float64)
-    integers = np.rint(many.astype(np.float64) / steps[:, None]).astype(np.int16)  # each off by at most half a step
-    out = np.empty((len(many), len(coded.scales)), np.float32)
+    integers, steps = coded.query_integers(np.atleast_2d(queries))
+    out = _scores(coded, integers, steps, threads)
+    return out if queries.ndim == 2 else out[0]
+
+
+def _scores(coded: Int8Codes, integers: np.ndarray, steps: np.ndarray, threads: int) -> np.ndarray:
+    """:func:`approximate_scores` of queries given as their integers and steps."""
+    out = np.empty((len(integers), len(coded.scales)), np.float32)
     n, parts = len(coded.scales), max(1, threads) if len(coded.scales) >= 2 * 16384 else 1
     if parts > 1 and numba_parallel_is_thread_safe():
         with numba_threads(parts):
             _approximate_scores(coded.codes, coded.scales, integers, steps, out, parts)
     else:
         in_parts("scan", lambda a, b: _scan(coded.codes, coded.scales, integers, steps, out, a, b), n, parts)
-    return out if queries.ndim == 2 else out[0]
+    return out
 
 
 def int8_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int,
@@ -173,8 +220,8 @@ def int8_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int
     if not 0 < k <= len(items):
         raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
     many = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
-    approximate = approximate_scores(coded, many, threads)
+    integers, steps = coded.query_integers(many)
+    approximate = _scores(coded, integers, steps, threads)
     scores, rows = np.empty((len(many), k), np.float32), np.empty((len(many), k), np.int64)
-    for r, query in enumerate(many):
-        _rescored(items, query, approximate[r], k, coded.error_bound(query), scores[r], rows[r])
+    _rescored(items, many, approximate, coded.error_bounds(many, steps), scores, rows)
     return (scores, rows) if queries.ndim == 2 else (scores[0], rows[0])
