@@ -99,5 +99,8 @@ def test_numba_threads_set_the_team_for_the_block_and_restore_it():
     assert numba.get_num_threads() == before
 
 
-def test_thread_safety_follows_numbas_threading_layer():
+def test_thread_safety_follows_numbas_threading_layer(monkeypatch):
     assert numba_parallel_is_thread_safe() == (numba.threading_layer() in ("omp", "tbb"))
+    for layer, safe in (("omp", True), ("tbb", True), ("workqueue", False)):
+        monkeypatch.setattr(numba, "threading_layer", lambda layer=layer: layer)
+        assert numba_parallel_is_thread_safe.__wrapped__() is safe

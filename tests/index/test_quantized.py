@@ -61,6 +61,10 @@ def test_query_integers_by_hand():
     coded = Int8Codes.of(np.ones((1, 4), np.float32))
     assert coded.query_step(np.array([0.5, -2.0, 0.0, 1.0], np.float32)) == 2.0 / 32767
     assert coded.query_step(np.zeros(4, np.float32)) == 1.0  # a zero query: any step, every integer 0
+    integers, steps = coded.query_integers(np.array([[0.5, -2.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]], np.float32))
+    assert steps.tolist() == [2.0 / 32767, 1.0]
+    assert integers.tolist() == [[8192, -32767, 0, 16384], [0, 0, 0, 0]]  # 8191.75 and 16383.5 (half to even)
+    assert integers.dtype == np.int16
     wide = Int8Codes.of(np.ones((1, 1000), np.float32))  # 127 * 32767 * 1000 would leave int32
     assert wide.query_step(np.full(1000, 3.0, np.float32)) == 3.0 / ((2**31 - 1) // (127 * 1000))
 
