@@ -2,7 +2,7 @@
 floating-point mode the training runs in, and the process's pools of threads, one per core, for compiled or C work
 that leaves Python's lock (the lexical channel, the ranking stage, exact search of many queries, the int8 scan,
 the bag encoder's large passes), and numba's own threads where a compiled loop is split at a finer grain than a
-Python thread's hand-over allows (the int8 scan of one query)."""
+Python thread's hand-over allows (the int8 scan, which goes to the pool only where numba's threads are unsafe)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,12 @@ def brute_force(items: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarra
     return scores[order], order
 
 
+def error_bound(coded: Int8Codes, query: np.ndarray) -> float:
+    """One query's bound ``b`` (``Int8Codes.error_bounds`` with the query's own step)."""
+    many = query[None, :]
+    return float(coded.error_bounds(many, coded.query_integers(many)[1])[0])
+
+
 def test_codes_by_hand():
     coded = Int8Codes.of(np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], np.float32))
     # scale = max |x_j| / 127; codes = x / scale rounded to nearest (63.5 -> 64, half to even; 31.75 -> 32)
@@ -37,7 +43,7 @@ def test_error_bound_holds_on_vectors_of_every_scale():
     for _ in range(20):
         query = (rng.standard_normal(48) * rng.uniform(0.01, 10.0)).astype(np.float32)
         error = np.abs(approximate_scores(coded, query) - items.astype(np.float64) @ query.astype(np.float64))
-        assert error.max() <= coded.error_bound(query)
+        assert error.max() <= error_bound(coded, query)
 
 
 @pytest.mark.parametrize("dim", [256, 768, 3000])
@@ -54,19 +60,18 @@ def test_integer_sums_do_not_overflow_at_the_largest_codes(dim):
     want = items.astype(np.float64) @ query.astype(np.float64)
     got = approximate_scores(coded, query)
     assert got[0] > 0 > got[1] and got[2] > 0
-    assert np.abs(got - want).max() <= coded.error_bound(query)
+    assert np.abs(got - want).max() <= error_bound(coded, query)
 
 
 def test_query_integers_by_hand():
     coded = Int8Codes.of(np.ones((1, 4), np.float32))
-    assert coded.query_step(np.array([0.5, -2.0, 0.0, 1.0], np.float32)) == 2.0 / 32767
-    assert coded.query_step(np.zeros(4, np.float32)) == 1.0  # a zero query: any step, every integer 0
     integers, steps = coded.query_integers(np.array([[0.5, -2.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]], np.float32))
-    assert steps.tolist() == [2.0 / 32767, 1.0]
+    assert steps[0] == 2.0 / 32767
+    assert steps[1] == 1.0  # a zero query: any step, every integer 0
     assert integers.tolist() == [[8192, -32767, 0, 16384], [0, 0, 0, 0]]  # 8191.75 and 16383.5 (half to even)
     assert integers.dtype == np.int16
     wide = Int8Codes.of(np.ones((1, 1000), np.float32))  # 127 * 32767 * 1000 would leave int32
-    assert wide.query_step(np.full(1000, 3.0, np.float32)) == 3.0 / ((2**31 - 1) // (127 * 1000))
+    assert wide.query_integers(np.full((1, 1000), 3.0, np.float32))[1][0] == 3.0 / ((2**31 - 1) // (127 * 1000))
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -175,21 +175,12 @@ class Int8Codes:
         _query_integers(queries, top, integers, steps)
         return integers, steps
 
-    def query_step(self, query: np.ndarray) -> float:
-        """One query's step (:meth:`query_integers`)."""
-        return float(self.query_integers(np.atleast_2d(query))[1][0])
-
     def error_bounds(self, queries: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """``b`` of the module docstring for each query ``[m, d]`` with its step: how far an approximate score may
         be from the float32 score."""
         out = np.empty(len(queries), np.float64)
         _error_bounds(queries, steps, self.largest_scale, self.largest_mass, self.largest_norm, out)
         return out
-
-    def error_bound(self, query: np.ndarray) -> float:
-        """One query's :meth:`error_bounds`."""
-        many = np.atleast_2d(query)
-        return float(self.error_bounds(many, self.query_integers(many)[1])[0])
 
 
 def approximate_scores(coded: Int8Codes, queries: np.ndarray, threads: int = 1) -> np.ndarray:
