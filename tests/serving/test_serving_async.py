@@ -100,6 +100,31 @@ def test_a_bag_model_is_served_on_one_thread_unless_omp_num_threads_is_set(predi
         torch.set_num_threads(before)
 
 
+def test_a_bag_model_over_a_large_exact_index_is_served_on_every_thread(predictor, monkeypatch):
+    """From SPLIT_FROM_ITEMS labels on, one text's scan of an exact index is split between threads: the server
+    leaves torch's count as it is (here the toy model's labels count as many)."""
+    import torch
+
+    import xdex.index.quantized as quantized
+    from xdex.cli.serve import _serving_threads
+    from xdex.index.exact import ExactIndex
+
+    index = predictor.model.index
+    assert isinstance(index, ExactIndex)
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(quantized, "SPLIT_FROM_ITEMS", len(index))
+        _serving_threads(predictor)
+        assert torch.get_num_threads() == 2
+        monkeypatch.setattr(quantized, "SPLIT_FROM_ITEMS", len(index) + 1)
+        _serving_threads(predictor)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_small_and_large_answers_are_the_predictor_rankings(client, predictor, toy):
     """An answer of up to INLINE_LABELS labels is written on the event loop, a larger one on a thread: the same
     rankings either way."""

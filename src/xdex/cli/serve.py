@@ -96,13 +96,21 @@ def register(app: typer.Typer) -> None:
 def _serving_threads(predictor: Predictor) -> None:
     """One intra-op thread for a model with a bag-of-embeddings encoder, as its training steps get
     (xdex/train/threads.py): the server's calls rank a few texts each, and a second OpenMP thread waiting for a core
-    that the event loop or the clients hold costs more than it shares. ``OMP_NUM_THREADS`` set: unchanged."""
+    that the event loop or the clients hold costs more than it shares. Except over an exact index large enough
+    that its scan of the labels is split between threads (``SPLIT_FROM_ITEMS`` labels): there the scan is most of
+    a call, and every core halves it (docs/benchmarks.md, "Serving"). ``OMP_NUM_THREADS`` set: unchanged."""
     import torch
 
+    from xdex.index.exact import ExactIndex
+    from xdex.index.quantized import SPLIT_FROM_ITEMS
     from xdex.train.threads import step_threads
 
     threads = step_threads(predictor.model.net.encoder, torch.device("cpu"))
-    if threads is not None:
+    index = predictor.model.index
+    if threads is not None and isinstance(index, ExactIndex) and len(index) >= SPLIT_FROM_ITEMS:
+        logger.info("the model's %d labels are searched on %d threads (OMP_NUM_THREADS sets another count)",
+                    len(index), torch.get_num_threads())
+    elif threads is not None:
         torch.set_num_threads(threads)
         logger.info("the model runs on %d intra-op thread(s) (OMP_NUM_THREADS sets another count)", threads)
 

@@ -33,6 +33,7 @@ from xdex.index.kernels import SKIP, candidate_products, merge_row
 CODE_MAX = 127
 QUERY_MAX = 32767  # the query's integers are int16
 SCAN_BLOCK = 256  # items scanned by every query in turn: 64 KB of codes of dimension 256, in a core's own cache
+SPLIT_FROM_ITEMS = 2 * 16384  # items from which a scan is split between threads (fewer: one part's work is short)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -194,7 +195,7 @@ def approximate_scores(coded: Int8Codes, queries: np.ndarray, threads: int = 1) 
 def _scores(coded: Int8Codes, integers: np.ndarray, steps: np.ndarray, threads: int) -> np.ndarray:
     """:func:`approximate_scores` of queries given as their integers and steps."""
     out = np.empty((len(integers), len(coded.scales)), np.float32)
-    n, parts = len(coded.scales), max(1, threads) if len(coded.scales) >= 2 * 16384 else 1
+    n, parts = len(coded.scales), max(1, threads) if len(coded.scales) >= SPLIT_FROM_ITEMS else 1
     if parts > 1 and numba_parallel_is_thread_safe():
         with numba_threads(parts):
             _approximate_scores(coded.codes, coded.scales, integers, steps, out, parts)
