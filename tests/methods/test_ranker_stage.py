@@ -292,13 +292,31 @@ def test_a_resumed_run_records_the_lexical_choice_it_made_before(demo, tmp_path,
     assert not (training / "lexical_features.json").exists() and not (training / "lexical").exists()
 
 
-def test_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_precision():
-    def figures(fused, dense, lexical):
-        return {name: {"P@1": p1, "P@3": p3} for name, (p1, p3) in
-                (("fused", fused), ("dense", dense), ("lexical", lexical))}
+def ranking_figures(fused, dense, lexical):
+    return {name: {"P@1": p1, "P@3": p3} for name, (p1, p3) in
+            (("fused", fused), ("dense", dense), ("lexical", lexical))}
 
+
+def test_without_a_document_count_the_ranking_served_is_the_best_on_validation_ties_broken_by_the_next_precision():
+    figures = ranking_figures
     assert served(figures((30, 20), (25, 21), (20, 19)), "P@1") == "fused"
     assert served(figures((25, 22), (25, 21), (20, 19)), "P@1") == "fused"  # a tie on P@1, P@3 decides
     assert served(figures((25, 20), (25, 21), (20, 19)), "P@1") == "dense"
     assert served(figures((20, 20), (25, 21), (26, 19)), "P@1") == "lexical"
     assert served(figures((20, 20), (25, 21), (25, 21)), "P@1") == "dense"  # all equal: the network's own
+
+
+def test_a_channel_alone_is_served_only_when_it_beats_the_fused_ranking_by_more_than_the_sampling_noise():
+    from xdex.methods.ranker import sampling_noise
+
+    # one standard error of a 90% P@1 over 1,000 documents: 100 * sqrt(0.9 * 0.1 / 1000) = 0.9487 points
+    assert sampling_noise(90.0, 1000) == pytest.approx(0.9487, abs=1e-4)
+    assert sampling_noise(0.0, 1000) == 0.0 and sampling_noise(100.0, 10) == 0.0
+    assert sampling_noise(50.0, 0) is None and sampling_noise(120.0, 10) is None
+    figures = ranking_figures
+    assert served(figures((90.0, 60), (80.0, 55), (90.9, 61)), "P@1", 1000) == "fused"  # 0.9 ahead: noise
+    assert served(figures((90.0, 60), (80.0, 55), (91.0, 61)), "P@1", 1000) == "lexical"  # 1.0 > 0.95 ahead
+    assert served(figures((90.0, 60), (80.0, 55), (91.0, 61)), "P@1", 100) == "fused"  # 9.5 points of noise
+    assert served(figures((25.0, 20), (25.0, 21), (20.0, 19)), "P@1", 1000) == "fused"  # a tie: the fused one
+    assert served(figures((20.0, 20), (26.0, 21), (26.0, 19)), "P@1", 1000) == "dense"  # channels tie: P@3
+    assert served(figures((20.0, 20), (26.0, 21), (26.0, 21)), "P@1", 1000) == "dense"  # all equal: the network
