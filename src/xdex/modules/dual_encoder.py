@@ -14,16 +14,9 @@ import torch.nn.functional as F
 
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
-from xdex.modules.network import Network
+from xdex.modules.network import Network, unit_rows
 from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
-
-
-def unit_rows(x: torch.Tensor) -> torch.Tensor:
-    """``F.normalize(x, dim=-1)``, the same bits, through ``torch.linalg.vector_norm`` directly: ``F.normalize``
-    reaches it through ``torch.norm`` (deprecated), whose Python checks made a served text's embedding about 10 µs
-    slower (docs/benchmarks.md, "Prediction at 10^5 and 10^6 labels")."""
-    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 @register_network("dual_encoder")

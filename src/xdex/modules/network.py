@@ -83,6 +83,13 @@ class Network(nn.Module):
         """Write what the network has beside its encoder (nothing, unless a subclass has heads)."""
 
 
+def unit_rows(x: torch.Tensor) -> torch.Tensor:
+    """``F.normalize(x, dim=-1)``, the same bits, through ``torch.linalg.vector_norm`` directly: ``F.normalize``
+    reaches it through ``torch.norm`` (deprecated), whose Python checks made a served text's embedding about 10 µs
+    slower (docs/benchmarks.md, "Prediction at 10^5 and 10^6 labels")."""
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-12)
+
+
 def table_scores(table: torch.Tensor, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """Inner products of ``queries`` ``[n, d]`` with rows ``ids`` ``[n, C]`` of a stored label table ``[L, d]``; a
     row past the table (a label added after training) is scored with its search vector from ``vectors``

@@ -24,7 +24,7 @@ from torch import nn
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import load_encoder
 from xdex.modules.heads_storage import read_heads, write_heads
-from xdex.modules.network import Network
+from xdex.modules.network import Network, unit_rows
 from xdex.modules.registry import register_network
 from xdex.text.tokens import TokenizedTexts
 
@@ -92,7 +92,7 @@ class UniDECNet(Network):
     # -- training-time pieces (with the graph) ------------------------------------------------------
     def de(self, phi: torch.Tensor) -> torch.Tensor:
         """Φ_D from encoder outputs Φ(·): unit-norm DE embeddings."""
-        return F.normalize(self.de_head(phi.float()), dim=-1)
+        return unit_rows(self.de_head(phi.float()))
 
     def clf(self, phi: torch.Tensor) -> torch.Tensor:
         """Φ_C from encoder outputs Φ(·): un-normalised classifier-space query embeddings."""
@@ -125,7 +125,7 @@ class UniDECNet(Network):
             if self.search in ("concat", "de"):
                 parts.append(self.de(phi).cpu())
             if self.search in ("concat", "clf"):
-                parts.append(F.normalize(self.clf(phi), dim=-1).cpu())
+                parts.append(unit_rows(self.clf(phi)).cpu())
             return torch.cat(parts, dim=1)
         return self._heads_eval(compute)
 
