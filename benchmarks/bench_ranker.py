@@ -24,12 +24,16 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import command_line, load_average, machine_line, median, publish
+from benchmarks.harness import Goal, command_line, goals_line, load_average, machine_line, median, publish
 
 log = logging.getLogger("bench_ranker")
 MODULE = "benchmarks.bench_ranker"
 SECTION = "## Ranking stage: prediction cost"
 MODES = ("dense", "fused", "lexical")
+GOAL_FUSED_ONE_TEXT_MS = 1.5  # one text through the ranking stage, p50
+GOAL_STAGE_ADDS_MS = 0.5  # what the stage adds to one text, at most
+GOAL_FUSED_TEXTS_PER_S = 5_000.0  # batched, the ranking stage on, 2 cores
+GOAL_DENSE_TEXTS_PER_S = 20_000.0  # batched, the network's embedding search alone, 2 cores
 
 
 def single_text_ms(predictor, texts: list[str], calls: int, k: int) -> float:
@@ -47,6 +51,20 @@ def batch_texts_per_s(predictor, texts: list[str], batch: int, k: int) -> float:
     start = time.perf_counter()
     predictor.predict(chunk, k)
     return batch / (time.perf_counter() - start)
+
+
+def ranking_goals(dense_ms: float, fused_ms: float, dense_tps: float, fused_tps: float) -> list[Goal]:
+    """The prediction goals against one run's medians: one fused text, what the stage adds to it, and batches fused
+    and through the network alone."""
+    return [
+        (f"one text fused ≤ {GOAL_FUSED_ONE_TEXT_MS:g} ms", f"{fused_ms:.2f} ms", fused_ms <= GOAL_FUSED_ONE_TEXT_MS),
+        (f"the stage adds ≤ {GOAL_STAGE_ADDS_MS:g} ms", f"{fused_ms - dense_ms:+.2f} ms",
+         fused_ms - dense_ms <= GOAL_STAGE_ADDS_MS),
+        (f"fused batches ≥ {GOAL_FUSED_TEXTS_PER_S:,.0f} texts/s", f"{fused_tps:,.0f}",
+         fused_tps >= GOAL_FUSED_TEXTS_PER_S),
+        (f"dense batches ≥ {GOAL_DENSE_TEXTS_PER_S:,.0f} texts/s", f"{dense_tps:,.0f}",
+         dense_tps >= GOAL_DENSE_TEXTS_PER_S),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         ms, tps = median(latency[mode]), median(throughput[mode])
         lines.append(f"| {mode} | {ms:.2f} | {ms - dense_ms:+.2f} | {tps:,.0f} | {tps / dense_tps:.2f} |")
+    lines += ["", goals_line(ranking_goals(dense_ms, median(latency["fused"]), dense_tps, median(throughput["fused"])))]
     publish("\n".join(lines) + "\n", args.update_docs)
     return 0
 

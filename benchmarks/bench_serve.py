@@ -51,11 +51,14 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from benchmarks.harness import command_line, load_average, machine_line, publish
+from benchmarks.harness import Goal, command_line, goals_line, load_average, machine_line, publish
 
 log = logging.getLogger("bench_serve")
 MODULE = "benchmarks.bench_serve"
 SECTION = "## Serving: latency and throughput of `xdex serve`"
+GOAL_ONE_CLIENT_P50_MS = 3.0  # one text on loopback, one client
+GOAL_CLIENTS = 16
+GOAL_REQUESTS_PER_S = 1000.0  # with GOAL_CLIENTS clients on 2 cores, no errors
 CLIENTS = {"raw": "the clients coroutines of one event loop on raw sockets",
            "httpx": "one thread and httpx client per client"}
 
@@ -334,10 +337,26 @@ def main(argv: list[str] | None = None) -> int:
         f"k = {args.k}, texts of {dataset.name}'s test split in turn; latency measured by the client "
         f"(keep-alive connections, {CLIENTS[args.client]}), after 50 warm-up requests."
         + (" The HTTP path alone (`--http-only`): every text answered with one fixed ranking, no model work."
-           if args.http_only else ""), "", *table, "", *extra,
+           if args.http_only else ""), "", *table, "",
+        *([] if args.http_only else [goals_line(serving_goals(rows)), ""]), *extra,
     ])
     publish(section, args.update_docs)
     return 0
+
+
+def serving_goals(rows: list[dict]) -> list[Goal]:
+    """The goals of `xdex serve` against the rows of one run: one client's p50, the throughput of
+    :data:`GOAL_CLIENTS` clients, and no error in any row."""
+    by_clients = {row["clients"]: row for row in rows}
+    one, many = by_clients.get(1), by_clients.get(GOAL_CLIENTS)
+    errors = sum(row["errors"] for row in rows)
+    return [
+        (f"one client p50 ≤ {GOAL_ONE_CLIENT_P50_MS:g} ms", None if one is None else f"{one['p50']:.2f} ms",
+         one is not None and one["p50"] <= GOAL_ONE_CLIENT_P50_MS),
+        (f"{GOAL_CLIENTS} clients ≥ {GOAL_REQUESTS_PER_S:,.0f} requests/s",
+         None if many is None else f"{many['rps']:,.0f}", many is not None and many["rps"] >= GOAL_REQUESTS_PER_S),
+        ("no errors", f"{errors} errors", errors == 0),
+    ]
 
 
 def additions_on_a_copy(model_dir: Path, texts: list[str], additions: int, k: int) -> list[str]:

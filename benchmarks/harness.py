@@ -119,6 +119,19 @@ def machine_line(load: Sequence[float] = (), torch_note: str | None = "") -> str
     return ", ".join(parts)
 
 
+Goal = tuple[str, str | None, bool]
+"""A goal as a benchmark checks it: what it asks (``one text p50 ≤ 1.5 ms``), the figure measured (None: not
+measured in this run) and whether the figure meets it."""
+
+
+def goals_line(goals: Sequence[Goal]) -> str:
+    """``Goals: G1: met (figure); G2: NOT met (figure); G3: not measured in this run.``, the figures beside the goals
+    they are measured against."""
+    parts = [f"{goal}: not measured in this run" if figure is None
+             else f"{goal}: {'met' if met else 'NOT met'} ({figure})" for goal, figure, met in goals]
+    return "Goals: " + "; ".join(parts) + "."
+
+
 # --- timing and memory ---------------------------------------------------------------------------------
 
 def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:

@@ -40,6 +40,8 @@ def test_the_load_test_runs_against_a_tiny_model(bench, tmp_path, capsys, monkey
     # (/proc), which 20 requests to a tiny model may not fill now that the server builds its loops before it listens
     assert all(float(row.split("|")[8]) >= 0 and float(row.split("|")[9]) > 0 for row in table)
     assert "k = 3" in out and written == [False]
+    assert "Goals: one client p50 ≤ 3 ms: " in out  # met or not on a busy machine; 16 clients were not run
+    assert "16 clients ≥ 1,000 requests/s: not measured in this run; no errors: met (0 errors)." in out
     additions = [line for line in out.splitlines() if line.startswith("| `POST /labels`")]
     assert [row.split("|")[2:4] for row in additions] == [[" 5 ", " 0 "]]
     assert "for every added id: yes; after a restart on the same folder: yes" in out
@@ -78,6 +80,14 @@ def test_the_http_path_alone(bench, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [row.split("|")[1:4] for row in table] == [[" 2 ", " 20 ", " 0 "]]
-    assert "The HTTP path alone" in out and "POST /labels" not in out
+    assert "The HTTP path alone" in out and "POST /labels" not in out and "Goals:" not in out  # no model work
     with pytest.raises(SystemExit):
         bench.main([*args, "--update-docs"])
+
+
+def test_the_serving_goals_against_hand_made_rows(bench):
+    rows = [{"clients": 1, "p50": 1.4, "rps": 700.0, "errors": 0},
+            {"clients": 16, "p50": 14.0, "rps": 999.0, "errors": 2}]
+    assert bench.serving_goals(rows) == [("one client p50 ≤ 3 ms", "1.40 ms", True),
+                                         ("16 clients ≥ 1,000 requests/s", "999", False),
+                                         ("no errors", "2 errors", False)]

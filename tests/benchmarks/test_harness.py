@@ -52,6 +52,13 @@ def test_machine_line_parts():
     assert "torch" not in bare and "load" not in bare
 
 
+
+def test_goals_line_puts_each_figure_beside_its_goal():
+    line = harness.goals_line([("p50 ≤ 3 ms", "1.41 ms", True), ("≥ 1,000 requests/s", "950", False),
+                               ("no errors", None, False)])
+    assert line == ("Goals: p50 ≤ 3 ms: met (1.41 ms); ≥ 1,000 requests/s: NOT met (950); "
+                    "no errors: not measured in this run.")
+
 def test_command_line_as_the_docs_show_it():
     expected = "python -m benchmarks.bench_x --set 'a=b c'"
     assert harness.command_line("benchmarks.bench_x", ["--set", "a=b c"]) == expected
