@@ -15,3 +15,4 @@ def test_a_small_run_records_its_epochs_refreshes_and_searches():
     args = argparse.Namespace(method="unidec", set=SMALL, documents=300)
     text = bench.section(args, {"auto": record}, ["--documents", "300"])
     assert text.startswith(bench.TITLE) and "| auto | exact |" in text and "memorisation_task(n=300)" in text
+    assert f"Goals: auto mining, at most 600 s from the texts to the model: met ({record['total_s']:,.0f} s)." in text
