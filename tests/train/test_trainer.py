@@ -118,12 +118,12 @@ def test_the_objectives_loss_terms_are_logged_every_epoch(tmp_path):
 
 
 def _counting_saves(monkeypatch) -> list[int]:
-    import xdex.train.trainer as trainer_module
+    import xdex.train.checkpoint as checkpoint_module
 
     saved: list[int] = []
-    real = trainer_module.save_checkpoint
-    monkeypatch.setattr(trainer_module, "save_checkpoint", lambda path, state: (saved.append(state["epoch"] + 1),
-                                                                                 real(path, state)))
+    real = checkpoint_module.save_checkpoint
+    monkeypatch.setattr(checkpoint_module, "save_checkpoint", lambda path, state: (saved.append(state["epoch"] + 1),
+                                                                                    real(path, state)))
     return saved
 
 

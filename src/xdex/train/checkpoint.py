@@ -3,13 +3,18 @@
 A checkpoint is read with ``torch.load(weights_only=True)``: PyTorch's restricted unpickler builds tensors,
 numbers, strings, lists, tuples and dicts and refuses everything else, so a crafted file cannot call a
 function. Everything a checkpoint holds is therefore one of those: the objective's numpy arrays (label
-clusters, hard-negative shortlists) are stored as tensors and given back as arrays. A file that cannot be
-read that way, or that lacks the expected entries, is refused with a message naming it; nothing of it is used.
+clusters, hard-negative shortlists) are stored as tensors and given back as arrays. A list of 1-D arrays of one
+dtype (the query clusters: thousands of short arrays) is stored packed, one tensor of their values and one of
+their sizes, rather than as a tensor and an archive record each (2,700 of them, about 0.17 s of pickling a
+checkpoint for `unidec` on gcide-links-titles; docs/benchmarks.md, "Checkpoints beside the training"). A file that
+cannot be read that way, or that lacks the expected entries, is refused with a message naming it; nothing of it is
+used.
 """
 
 from __future__ import annotations
 
 import pickle
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,7 @@ import torch
 from xdex.atomic import atomic_path
 
 FORMAT = 1  # "xdex_checkpoint": the layout below; a checkpoint of another format is refused
+PACKED = "xdex_packed_arrays"  # a packed list of 1-D arrays: {PACKED: their values, joined; "sizes": their lengths}
 ENTRIES = {  # entry -> the types it may have
     "epoch": (int,),
     "model": (dict,),
@@ -41,6 +47,51 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
         torch.save(state, tmp)
 
 
+
+class CheckpointWriter:
+    """Writes checkpoints on a thread of its own, one at a time, so that training goes on while a file is written.
+
+    :meth:`save` copies the state's tensors and arrays (training changes them in place), waits for the file before
+    it, and hands the copy to the thread. Most of a checkpoint's time is the write itself, which leaves Python's
+    lock: 0.5-0.9 s an epoch for `unidec` on gcide-links-titles, a tenth of its training, of which the copy leaves
+    0.03 s to the training thread (docs/benchmarks.md, "Checkpoints beside the training"). :meth:`wait` returns
+    once the last file is written and raises what its write raised;
+    the trainer waits before it returns, so a finished fit has its checkpoint on disk. Each write is atomic, so a
+    process that dies while one is under way keeps the checkpoint before it.
+    """
+
+    def __init__(self) -> None:
+        self._thread: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+
+    def save(self, path: Path, state: dict[str, Any], keep: tuple[str, ...] = ()) -> None:
+        """Write ``state`` to ``path`` (as :func:`save_checkpoint`) in the background; the entries named in
+        ``keep`` are not copied (their holder never changes them in place)."""
+        self.wait()
+        copied = {name: value if name in keep else _copied(value) for name, value in state.items()}
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="xdex-checkpoint")
+        self._pending = self._thread.submit(save_checkpoint, path, copied)
+
+    def wait(self) -> None:
+        """Block until the last checkpoint is written; raise its write's error, if any."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its tensors and arrays copied, lists, tuples and dicts rebuilt around the copies."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
+
 def load_checkpoint(path: Path, map_location: str | torch.device) -> dict[str, Any]:
     """The state saved by :func:`save_checkpoint`, read without running code and checked for its form."""
     advice = "delete it (or choose another --out) to start the run afresh"
@@ -61,13 +112,19 @@ def load_checkpoint(path: Path, map_location: str | torch.device) -> dict[str, A
     best = state["best"]
     if len(best) != 3 or not (best[2] is None or isinstance(best[2], dict)):
         raise CheckpointError(f"{path}: damaged training checkpoint (entry 'best'); {advice}")
-    state["objective"] = _tensors_to_arrays(state["objective"])
+    try:
+        state["objective"] = _tensors_to_arrays(state["objective"])
+    except ValueError as e:
+        raise CheckpointError(f"{path}: damaged training checkpoint ({e}); {advice}") from None
     return state
 
 
 def _arrays_to_tensors(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(value))
+    if _packable(value):
+        return {PACKED: torch.from_numpy(np.concatenate(value)),
+                "sizes": torch.tensor([len(a) for a in value], dtype=torch.int64)}
     if isinstance(value, dict):
         return {k: _arrays_to_tensors(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -75,9 +132,27 @@ def _arrays_to_tensors(value: Any) -> Any:
     return value
 
 
+def _packable(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list of 1-D numpy arrays of one dtype (stored packed)."""
+    return (isinstance(value, list) and bool(value) and isinstance(value[0], np.ndarray)
+            and all(isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == value[0].dtype for a in value))
+
+
+def _unpacked(packed: dict) -> list[np.ndarray]:
+    """The list of arrays a :data:`PACKED` entry holds; ValueError where its sizes do not split its values."""
+    values, sizes = packed[PACKED], packed["sizes"]
+    if not (isinstance(values, torch.Tensor) and isinstance(sizes, torch.Tensor) and values.ndim == 1
+            and sizes.ndim == 1 and sizes.dtype == torch.int64 and len(sizes) > 0 and bool((sizes >= 0).all())
+            and int(sizes.sum()) == len(values)):
+        raise ValueError("a packed list of arrays whose sizes do not split its values")
+    return np.split(values.cpu().numpy(), np.cumsum(sizes.cpu().numpy())[:-1])
+
+
 def _tensors_to_arrays(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.cpu().numpy()
+    if isinstance(value, dict) and set(value) == {PACKED, "sizes"}:
+        return _unpacked(value)
     if isinstance(value, dict):
         return {k: _tensors_to_arrays(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -3,8 +3,8 @@
 A recipe supplies an :class:`Objective` (its model, how an epoch's batches are built, the loss of a
 batch, and the refresh hooks that run every τ epochs); the trainer owns everything else: optimisers
 and schedules, gradient clipping, bf16 autocast, checkpoints written atomically after every epoch (or once
-``checkpoint_seconds`` have passed since the last one), exact resume, a JSONL metrics log and model
-selection on a validation split.
+``checkpoint_seconds`` have passed since the last one) on a thread of their own while the next epoch trains,
+exact resume, a JSONL metrics log and model selection on a validation split.
 
 Under ``torchrun`` (see :mod:`xdex.train.distributed`) every rank runs the same loop over the same
 batches; the model is wrapped in DistributedDataParallel, which averages the gradients across ranks
@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from xdex.atomic import atomic_write_text
 from xdex.hardware import denormals_flushed, resolve_device
 from xdex.train import distributed as dist
-from xdex.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from xdex.train.checkpoint import CheckpointError, CheckpointWriter, load_checkpoint
 from xdex.train.optim import OptimConfig, build_optimizers, build_schedulers
 from xdex.train.threads import StepThreads, intra_op_threads
 
@@ -131,6 +131,7 @@ class Trainer:
         self.best_state: dict | None = None
         self.ddp: DistributedDataParallel | None = None
         self._last_checkpoint = time.perf_counter()  # when the last checkpoint was written (or the fit started)
+        self._checkpoints = CheckpointWriter()  # writes them while the next epoch trains
 
     def fit(self, resume: bool = False) -> list[dict]:
         """Train for ``config.epochs`` epochs; with ``resume`` continue from the last checkpoint."""
@@ -143,9 +144,12 @@ class Trainer:
         if resume:
             start = self._load_checkpoint()
         self._last_checkpoint = time.perf_counter()
-        with denormals_flushed():  # a confident model's softmax would otherwise compute with slow subnormals
-            for epoch in range(start, self.cfg.epochs):
-                self._train_epoch(epoch)
+        try:
+            with denormals_flushed():  # a confident model's softmax would otherwise compute with slow subnormals
+                for epoch in range(start, self.cfg.epochs):
+                    self._train_epoch(epoch)
+        finally:
+            self._checkpoints.wait()  # the last checkpoint is on disk when the fit ends, or fails
         self.ddp = None
         if self.best_state is not None:
             self.model.load_state_dict(self.best_state)
@@ -294,7 +298,7 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------
     def _save_checkpoint(self, epoch: int) -> None:
-        save_checkpoint(self.workdir / CHECKPOINT, {
+        self._checkpoints.save(self.workdir / CHECKPOINT, {
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizers": [o.state_dict() for o in self.optimizers],
@@ -302,7 +306,7 @@ class Trainer:
             "objective": self.objective.state_dict(),
             "history": self.history,
             "best": (self.best_score, self.best_epoch, self.best_state),
-        })
+        }, keep=("best",))  # the best state is a copy already, replaced whole at a new best
         self._last_checkpoint = time.perf_counter()
 
     def _load_checkpoint(self) -> int:
