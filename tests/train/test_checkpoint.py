@@ -124,8 +124,11 @@ def test_the_writer_saves_the_state_as_it_was_when_handed_over(tmp_path):
     assert loaded["objective"]["shortlist"].tolist() == [0, 1, 2, 3]
     assert loaded["history"] == [{"epoch": 1, "loss": 0.5}]
     writer.save(tmp_path / "c.pt", {**s, "epoch": 3})  # the next one replaces it
-    writer.wait()
+    writer.close()
     assert load_checkpoint(tmp_path / "c.pt", "cpu")["epoch"] == 3
+    writer.save(tmp_path / "c.pt", {**s, "epoch": 4})  # a closed writer starts a thread again
+    writer.close()
+    assert load_checkpoint(tmp_path / "c.pt", "cpu")["epoch"] == 4
 
 
 def test_a_failed_write_is_raised_by_the_next_wait_and_leaves_the_checkpoint_before_it(tmp_path):

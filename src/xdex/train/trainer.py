@@ -149,7 +149,7 @@ class Trainer:
                 for epoch in range(start, self.cfg.epochs):
                     self._train_epoch(epoch)
         finally:
-            self._checkpoints.wait()  # the last checkpoint is on disk when the fit ends, or fails
+            self._checkpoints.close()  # the last checkpoint is on disk when the fit ends, or fails
         self.ddp = None
         if self.best_state is not None:
             self.model.load_state_dict(self.best_state)
