@@ -14,6 +14,7 @@ used.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -88,16 +89,9 @@ class CheckpointWriter:
 
 
 def _copied(value: Any) -> Any:
-    """``value`` with its tensors and arrays copied, lists, tuples and dicts rebuilt around the copies."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_copied(v) for v in value)
-    return value
+    """``value`` with its tensors and arrays copied."""
+    return _rebuilt(value, lambda x: x.detach().clone() if isinstance(x, torch.Tensor)
+                    else x.copy() if isinstance(x, np.ndarray) else _WALK)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device) -> dict[str, Any]:
@@ -128,16 +122,16 @@ def load_checkpoint(path: Path, map_location: str | torch.device) -> dict[str, A
 
 
 def _arrays_to_tensors(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
-    if _packable(value):
-        return {PACKED: torch.from_numpy(np.concatenate(value)),
-                "sizes": torch.tensor([len(a) for a in value], dtype=torch.int64)}
-    if isinstance(value, dict):
-        return {k: _arrays_to_tensors(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_arrays_to_tensors(v) for v in value)
-    return value
+    """``value`` with its numpy arrays as tensors, a list of 1-D arrays of one dtype packed (:data:`PACKED`)."""
+    def leaf(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            return torch.from_numpy(np.ascontiguousarray(x))
+        if _packable(x):
+            return {PACKED: torch.from_numpy(np.concatenate(x)),
+                    "sizes": torch.tensor([len(a) for a in x], dtype=torch.int64)}
+        return _WALK
+
+    return _rebuilt(value, leaf)
 
 
 def _packable(value: Any) -> bool:
@@ -157,12 +151,28 @@ def _unpacked(packed: dict) -> list[np.ndarray]:
 
 
 def _tensors_to_arrays(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.cpu().numpy()
-    if isinstance(value, dict) and set(value) == {PACKED, "sizes"}:
-        return _unpacked(value)
+    """``value`` with its tensors as numpy arrays and its :data:`PACKED` entries as lists of arrays."""
+    def leaf(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x.cpu().numpy()
+        if isinstance(x, dict) and set(x) == {PACKED, "sizes"}:
+            return _unpacked(x)
+        return _WALK
+
+    return _rebuilt(value, leaf)
+
+
+_WALK = object()  # what a leaf function of _rebuilt returns for a value it leaves to the walk
+
+
+def _rebuilt(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``leaf(value)``, or where it gives :data:`_WALK`, dicts, lists and tuples rebuilt around their items' own
+    ``_rebuilt`` and anything else as it is."""
+    out = leaf(value)
+    if out is not _WALK:
+        return out
     if isinstance(value, dict):
-        return {k: _tensors_to_arrays(v) for k, v in value.items()}
+        return {k: _rebuilt(v, leaf) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_tensors_to_arrays(v) for v in value)
+        return type(value)(_rebuilt(v, leaf) for v in value)
     return value
