@@ -28,6 +28,13 @@ def cpu_has_bf16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
+def cpu_has_vnni() -> bool:
+    """Whether this CPU has int8 dot-product instructions (AVX-512 or AVX VNNI), which make int8 products about four
+    times as fast as float32 ones (torch's own probe, ``torch.cpu._is_vnni_supported``; False where a torch
+    release lacks it)."""
+    return bool(getattr(torch.cpu, "_is_vnni_supported", lambda: False)())
+
+
 def resolve_device(name: str, setting: str = "device") -> torch.device:
     """The torch device a ``setting`` names: ``"auto"`` is CUDA where there is a device, else the CPU; CUDA
     without an index is the current device (a distributed rank's own GPU). A name torch does not know, or CUDA on

@@ -1,5 +1,5 @@
-"""Single-query exact search through int8 codes: the codes by hand, the error bound, and the float32 search's
-result whatever the data."""
+"""Exact search through int8 codes, of a few queries (a scan) and of many (int8 products): the codes by hand, the
+error bound, and the float32 search's result whatever the data."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ranking_asserts import assert_same_ranking
 
 from xdex.index import ExactIndex, exact, quantized
 from xdex.index.exact import exact_search
-from xdex.index.quantized import Int8Codes, approximate_scores, int8_search
+from xdex.index.quantized import Int8Codes, approximate_scores, int8_products_search, int8_search
 
 
 def brute_force(items: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -24,7 +24,7 @@ def brute_force(items: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarra
 def error_bound(coded: Int8Codes, query: np.ndarray) -> float:
     """One query's bound ``b`` (``Int8Codes.error_bounds`` with the query's own step)."""
     many = query[None, :]
-    return float(coded.error_bounds(many, coded.query_integers(many)[1])[0])
+    return float(coded.error_bounds(many, *coded.query_integers(many))[0])
 
 
 def test_codes_by_hand():
@@ -217,3 +217,140 @@ def test_a_loaded_index_searches_one_query_through_codes_of_its_mapped_vectors(t
     for a, b in zip(loaded.search(query, 9), index.search(np.repeat(query, 2, axis=0), 9), strict=True):
         np.testing.assert_array_equal(a[0], b[0])
     assert loaded._int8 is not None
+
+
+def products_and_bound(coded: Int8Codes, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's approximate scores through int8 products (codes at one scale, the query rounded to int8), in
+    float64, and its bound ``b``."""
+    integers, steps = np.empty(queries.shape, np.int16), np.empty(len(queries), np.float64)
+    quantized._query_integers(queries, quantized.PRODUCT_QUERY_MAX, integers, steps)
+    products = integers.astype(np.int64) @ coded.codes.astype(np.int64).T
+    return products * coded.largest_scale * steps[:, None], coded.error_bounds(queries, integers, steps)
+
+
+def test_codes_at_one_scale_by_hand():
+    vectors = np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], np.float32)
+    coded = Int8Codes.of(vectors, shared_scale=True)
+    # one scale, the largest |x_j| / 127 = 4 / 127: 0.5 -> 15.875 -> 16, -1 -> -31.75 -> -32, 0.25 -> 7.94 -> 8
+    np.testing.assert_allclose(coded.scales, [4 / 127] * 3, rtol=1e-6)
+    assert coded.codes.tolist() == [[16, -32, 8], [0, 0, 0], [95, 127, 0]]
+    decoded = coded.scales[:, None].astype(np.float64) * coded.codes
+    assert coded.largest_error == pytest.approx(np.linalg.norm(vectors - decoded, axis=1).max(), rel=1e-6)
+    assert coded.largest_coded_norm == pytest.approx(np.linalg.norm(decoded, axis=1).max(), rel=1e-6)
+
+
+@pytest.mark.parametrize("shared_scale", [False, True])
+def test_rounding_errors_are_measured_on_the_codes(shared_scale):
+    rng = np.random.default_rng(11)
+    vectors = (rng.standard_normal((500, 20)) * rng.uniform(0.01, 10.0, (500, 1))).astype(np.float32)
+    coded = Int8Codes.of(vectors, chunk=70, shared_scale=shared_scale)
+    decoded = coded.scales[:, None].astype(np.float64) * coded.codes
+    errors = np.linalg.norm(vectors - decoded, axis=1)
+    assert errors.max() <= coded.largest_error <= errors.max() * (1 + 1e-6)
+    assert (np.abs(vectors - decoded) <= coded.scales[:, None] * (0.5 + 1e-5)).all()  # half a step at most
+
+
+def test_error_bound_holds_for_int8_products_on_vectors_of_every_scale():
+    rng = np.random.default_rng(12)
+    items = (rng.standard_normal((2000, 48)) * rng.uniform(0.001, 100.0, (2000, 1))).astype(np.float32)
+    items[:10, 0] *= 1000
+    coded = Int8Codes.of(items, chunk=300, shared_scale=True)
+    queries = (rng.standard_normal((20, 48)) * rng.uniform(0.01, 10.0, (20, 1))).astype(np.float32)
+    approximate, bounds = products_and_bound(coded, queries)
+    error = np.abs(approximate - queries.astype(np.float64) @ items.astype(np.float64).T)
+    assert (error.max(axis=1) <= bounds).all()
+
+
+@pytest.mark.parametrize(("threads", "dim", "k"), [(1, 8, 10), (2, 8, 1), (2, 256, 10), (2, 64, 40)])
+def test_int8_products_give_the_float32_search(threads, dim, k):
+    rng = np.random.default_rng(dim + k)
+    items = (rng.standard_normal((3000, dim)) * rng.uniform(0.5, 2.0, (3000, 1))).astype(np.float32)
+    queries = np.concatenate([items[:100] + 0.1 * rng.standard_normal((100, dim)),  # near an item, as trained
+                              rng.standard_normal((200, dim))]).astype(np.float32)
+    coded = Int8Codes.of(items, shared_scale=True)
+    scores, rows, left = int8_products_search(items, coded, queries, k, chunk_queries=128, chunk_items=500,
+                                              threads=threads)
+    want_scores, want_rows = exact_search(items, queries, k, bf16=False)
+    kept = np.setdiff1d(np.arange(len(queries)), left)
+    assert len(kept) > len(queries) // 2
+    assert_same_ranking(rows[kept], scores[kept], want_rows[kept], want_scores[kept])
+    assert scores.dtype == np.float32 and rows.dtype == np.int64 and left.dtype == np.int64
+    got = exact_search(items, queries, k, chunk_queries=128, chunk_items=500, int8=True, coded=coded)
+    assert_same_ranking(got[1], got[0], want_rows, want_scores)  # the queries left searched in float32
+
+
+def test_int8_products_with_ties_everywhere_are_the_float32_search_to_the_bit():
+    rng = np.random.default_rng(2)
+    items = rng.integers(-2, 3, (3000, 5)).astype(np.float32)  # integer scores: many ties, exact sums
+    items[1000:1500] = items[7]  # 500 identical rows beside row 7
+    queries = np.concatenate([items[7:8], rng.integers(-2, 3, (199, 5))]).astype(np.float32)
+    scores, rows = exact_search(items, queries, 30, chunk_queries=64, chunk_items=700, int8=True)
+    for query, got_scores, got_rows in zip(queries, scores, rows, strict=True):
+        want_scores, want_rows = brute_force(items, query, 30)
+        np.testing.assert_array_equal(got_rows, want_rows)
+        np.testing.assert_array_equal(got_scores, want_scores)
+
+
+def test_int8_products_leave_crowded_queries_to_float32_and_give_way_after_a_crowded_chunk(monkeypatch):
+    """Nearly equal vectors (as untrained ones can be): more items near the k-th best than the products keep
+    (4 k + 512), so those queries are left to float32, and once most of a chunk is, the rest goes there too."""
+    rng = np.random.default_rng(13)
+    items = (1.0 + 1e-4 * rng.standard_normal((900, 8))).astype(np.float32)
+    queries = (1.0 + 1e-4 * rng.standard_normal((300, 8))).astype(np.float32)
+    coded = Int8Codes.of(items, shared_scale=True)
+    assert len(int8_products_search(items, coded, queries, 5, 100, 256, 2)[2]) == len(queries)
+    chunks = []
+    monkeypatch.setattr(exact, "int8_products_search", lambda *a: (chunks.append(len(a[2])),
+                                                                   int8_products_search(*a))[1])
+    got = exact_search(items, queries, 5, chunk_queries=100, chunk_items=256, int8=True)
+    want = exact_search(items, queries, 5, chunk_queries=100, chunk_items=256, bf16=False)
+    assert chunks == [100]  # the first chunk only
+    assert_same_ranking(got[1], got[0], want[1], want[0])
+
+
+def test_int8_products_refuse_codes_at_several_scales_and_k_out_of_range():
+    items = np.array([[1.0, 0.0], [0.0, 2.0]], np.float32)
+    with pytest.raises(ValueError, match="codes at one scale"):
+        int8_products_search(items, Int8Codes.of(items), items, 1, 10, 10, 1)
+    with pytest.raises(ValueError, match="k must be between 1 and the 2 items"):
+        int8_products_search(items, Int8Codes.of(items, shared_scale=True), items, 3, 10, 10, 1)
+
+
+def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_instructions(monkeypatch):
+    taken = []
+    monkeypatch.setattr(exact, "int8_products_search", lambda *a: (taken.append((len(a[2]), a[3])),
+                                                                   int8_products_search(*a))[1])
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 1000)
+    monkeypatch.setattr(exact, "_VNNI", True)
+    rng = np.random.default_rng(14)
+    items = rng.standard_normal((2048, 8)).astype(np.float32)
+    many = rng.standard_normal((exact.INT8_PRODUCTS_FROM_QUERIES, 8)).astype(np.float32)
+    exact_search(items, many, 2)
+    exact_search(items, many[:-1], 2)  # too few queries
+    exact_search(items[:999], many, 2)  # too few items
+    exact_search(items, many, 3)  # k above items / 1024
+    exact_search(items, many, 2, bf16=False)  # another search asked for
+    monkeypatch.setattr(exact, "_VNNI", False)
+    exact_search(items, many, 2)  # no int8 dot-product instructions
+    assert taken == [(len(many), 2)]
+
+
+def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", 20)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_ITEMS_PER_K", 100)
+    monkeypatch.setattr(exact, "_VNNI", True)
+    rng = np.random.default_rng(15)
+    index = ExactIndex(6)
+    index.add(rng.standard_normal((300, 6)).astype(np.float32))
+    queries = rng.standard_normal((25, 6)).astype(np.float32)
+    scores, ids = index.search(queries, 1)
+    codes = index._int8_shared
+    assert codes is not None and codes.scales.min() == codes.largest_scale
+    want = exact_search(index._stored, queries, 1, bf16=False)
+    assert_same_ranking(ids, scores, want[1], want[0])
+    index.search(queries, 1)
+    assert index._int8_shared is codes  # made once
+    index.add(queries[:1] * 100, np.array([1000]))  # the best match of the first query, by far
+    assert index.search(queries, 1)[1][0].tolist() == [1000]
+    assert len(index._int8_shared.scales) == 301

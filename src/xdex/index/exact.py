@@ -7,7 +7,10 @@ search at mining sizes"). Fewer than ``FEW_QUERIES`` queries (a served batch) ar
 which OpenBLAS computed in half the time of ``queries @ block.T`` (16 queries x 7,155 x 256: 1.1 against 2.0 ms, one
 thread); their scores come item by item, which merges more slowly from 64 queries on.
 
-Many queries on a CPU with bf16 instructions take a certified shortcut (:func:`_bf16_top_k`): bf16 products,
+Many queries for a short top-k over many items, on a CPU with int8 dot-product instructions (VNNI), go through
+int8 products (:func:`xdex.index.quantized.int8_products_search`: about four times float32's rate, the candidates
+near each query's k-th best rescored in float32, the same ranking). Elsewhere, many queries on a CPU with bf16
+instructions take a certified shortcut (:func:`_bf16_top_k`): bf16 products,
 about three times faster than float32 ones there, keep ``k + margin`` candidates per query; these are scored
 again in float32, and a query's top-``k`` is kept only where a bound on bf16's rounding proves that no item left
 out could have entered it. The other queries are searched again in float32, so the ranking is the float32
@@ -29,7 +32,7 @@ import numpy as np
 import torch
 from threadpoolctl import ThreadpoolController
 
-from xdex.hardware import cpu_has_bf16, in_parts
+from xdex.hardware import cpu_has_bf16, cpu_has_vnni, in_parts
 from xdex.index.base import Index, Metric
 from xdex.index.kernels import (
     candidate_products,
@@ -38,7 +41,7 @@ from xdex.index.kernels import (
     merge_top_k_columns,
     row_products,
 )
-from xdex.index.quantized import Int8Codes, int8_search
+from xdex.index.quantized import Int8Codes, int8_products_search, int8_search
 from xdex.index.storage import load_array, save_array, write_meta
 
 CHUNK_QUERIES = 1024
@@ -55,6 +58,9 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 # 4 queries 0.34 / 1.25 / 2.5 ms through the codes against 0.35-0.45 / 4.2 / 9.6 in float32, 8 queries 0.67 / 2.5 /
 # 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
+INT8_PRODUCTS_FROM_QUERIES = 128  # int8 products from this many queries, over this many items, for k at most
+INT8_PRODUCTS_FROM_ITEMS = 16384  # items / INT8_PRODUCTS_ITEMS_PER_K (a longer top-k has more candidates to
+INT8_PRODUCTS_ITEMS_PER_K = 1024  # rescore): `python -m benchmarks.bench_exact_int8`, docs/benchmarks.md
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +157,16 @@ def _bf16_top_k(items: np.ndarray, queries: np.ndarray, k: int, item_norm: float
     return scores, rows, len(again)
 
 
+def int8_products_pay(queries: int, items: int, k: int) -> bool:
+    """Whether a search of ``queries`` queries for their top-``k`` of ``items`` items goes through int8 products by
+    default: enough of both, a short top-k, and a CPU with int8 dot-product instructions."""
+    return (queries >= INT8_PRODUCTS_FROM_QUERIES and items >= INT8_PRODUCTS_FROM_ITEMS
+            and k * INT8_PRODUCTS_ITEMS_PER_K <= items and _cpu_has_vnni())
+
+
 def exact_search(
     items: np.ndarray, queries: np.ndarray, k: int, chunk_queries: int = CHUNK_QUERIES, chunk_items: int = CHUNK_ITEMS,
-    bf16: bool | None = None,
+    bf16: bool | None = None, int8: bool | None = None, coded: Int8Codes | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` rows of ``items`` by inner product for each query: scores and row positions, best first, ties
     to the lower row.
@@ -161,7 +174,10 @@ def exact_search(
     Queries go in chunks of ``chunk_queries`` and items in blocks of ``chunk_items``, so the
     extra memory is O(chunk_queries x chunk_items), also for memory-mapped ``items``, which are read
     block by block. Each block's scores are merged into the best so far in one compiled pass
-    (:func:`merge_top_k`). ``k`` must not exceed ``len(items)``. ``bf16`` takes the certified bf16 shortcut
+    (:func:`merge_top_k`). ``k`` must not exceed ``len(items)``. ``int8`` searches through int8 products
+    (:func:`xdex.index.quantized.int8_products_search`, with ``coded``, the items' codes at one scale, where the
+    caller keeps them; the queries it leaves are searched in float32): by default where :func:`int8_products_pay`
+    and ``bf16`` is not named. Otherwise ``bf16`` takes the certified bf16 shortcut
     (:func:`_bf16_top_k`; the same ranking): by default for at least ``BF16_FROM_QUERIES`` queries over at
     least ``BF16_FROM_ITEMS`` items on a CPU with bf16 instructions; once it proves less than half of
     a chunk of queries (scores crowded at the cut, as with untrained vectors), the remaining chunks go in float32.
@@ -172,28 +188,48 @@ def exact_search(
         return np.empty((len(queries), 0), np.float32), np.empty((len(queries), 0), np.int64)
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     threads = torch.get_num_threads() if len(queries) > 1 else 1
+    if int8 is None:  # a caller that names bf16 asks for that search
+        int8 = bf16 is None and int8_products_pay(len(queries), len(items), k)
     if bf16 is None:
         bf16 = len(queries) >= BF16_FROM_QUERIES and len(items) >= BF16_FROM_ITEMS and _cpu_has_bf16()
-    if not bf16 or k + BF16_MARGIN > len(items):
+    bf16 = bool(bf16) and not int8 and k + BF16_MARGIN <= len(items)
+    if not int8 and not bf16:
         return _blocked_top_k(items, queries, k, chunk_queries, chunk_items, threads, bf16=False)
+    if int8 and coded is None:
+        coded = Int8Codes.of(items, chunk_items, shared_scale=True)
     item_norm = max(float(np.linalg.norm(items[i0 : i0 + chunk_items], axis=1).max())
-                    for i0 in range(0, len(items), chunk_items))
+                    for i0 in range(0, len(items), chunk_items)) if bf16 else 0.0
     scores = np.empty((len(queries), k), dtype=np.float32)
     rows = np.empty((len(queries), k), dtype=np.int64)
     for q0 in range(0, len(queries), chunk_queries):
         q, at = queries[q0 : q0 + chunk_queries], slice(q0, q0 + chunk_queries)
-        if bf16:
-            scores[at], rows[at], unproven = _bf16_top_k(items, q, k, item_norm, chunk_items, threads)
+        if int8 or bf16:
+            if int8 and coded is not None:
+                scores[at], rows[at], unproven = _int8_top_k(items, coded, q, k, chunk_items, threads)
+            else:
+                scores[at], rows[at], unproven = _bf16_top_k(items, q, k, item_norm, chunk_items, threads)
             if 2 * unproven > len(q):  # scores crowded at the cut (untrained vectors): the rest goes in float32
-                log.debug("bf16 shortlists unproven for %d of %d queries: the rest searched in float32",
-                          unproven, len(q))
-                bf16 = False
+                log.debug("%s shortlists unproven for %d of %d queries: the rest searched in float32",
+                          "int8" if int8 else "bf16", unproven, len(q))
+                int8 = bf16 = False
         else:
             scores[at], rows[at] = _blocked_top_k(items, q, k, chunk_queries, chunk_items, threads, bf16=False)
     return scores, rows
 
 
+def _int8_top_k(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int, chunk_items: int,
+                threads: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The exact top-``k`` of a chunk of queries through int8 products (the items' ``coded`` at one scale):
+    scores, rows, and how many queries had more candidates than it keeps (searched again in float32)."""
+    scores, rows, left = int8_products_search(items, coded, queries, k, len(queries), chunk_items, threads)
+    if len(left):
+        scores[left], rows[left] = _blocked_top_k(items, queries[left], k, len(queries), chunk_items, threads,
+                                                  bf16=False)
+    return scores, rows, len(left)
+
+
 _BF16: bool | None = None
+_VNNI: bool | None = None
 
 
 def _cpu_has_bf16() -> bool:
@@ -202,6 +238,14 @@ def _cpu_has_bf16() -> bool:
     if _BF16 is None:
         _BF16 = cpu_has_bf16()
     return _BF16
+
+
+def _cpu_has_vnni() -> bool:
+    """:func:`xdex.hardware.cpu_has_vnni`, asked once."""
+    global _VNNI
+    if _VNNI is None:
+        _VNNI = cpu_has_vnni()
+    return _VNNI
 
 
 def _int8_max_queries(nbytes: int) -> int:
@@ -220,7 +264,9 @@ class ExactIndex(Index):
     several threads at once (the join is done by one of them); adding while searching is not safe.
     From ``INT8_FROM_BYTES`` bytes of vectors on, a few queries (4 to 16, more for more vectors: ``INT8_QUERIES``) are
     searched through int8 codes of the vectors (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes
-    read), made at the first such search and kept in memory (a quarter of the vectors' size).
+    read), made at the first such search and kept in memory (a quarter of the vectors' size); many queries for a
+    short top-k go through int8 products (:func:`int8_products_pay`) with codes of their own, at one scale, made and
+    kept alike.
     """
 
     kind = "exact"
@@ -237,6 +283,7 @@ class ExactIndex(Index):
         self._stored = np.empty((0, dim), dtype=np.float32)  # rows ordered by id, matching sorted ids
         self._pending: list[np.ndarray] = []  # vectors added since, their ids at the end of self._ids
         self._int8: Int8Codes | None = None  # of self._stored, made at the first search it serves
+        self._int8_shared: Int8Codes | None = None  # the same at one scale, for int8 products
         self._join_lock = threading.Lock()
 
     @property
@@ -268,12 +315,17 @@ class ExactIndex(Index):
                 self._stored = vectors if (np.diff(self._ids) > 0).all() else vectors[order]
                 self._ids = self._ids[order]
                 self._pending = []
-                self._int8 = None
+                self._int8 = self._int8_shared = None
             return self._stored, self._ids
 
-    def _codes(self) -> Int8Codes:
-        """The int8 codes of the joined vectors, made once (by one of the threads that ask)."""
+    def _codes(self, shared_scale: bool = False) -> Int8Codes:
+        """The int8 codes of the joined vectors, each at its own scale or all at one, made once (by one of the
+        threads that ask)."""
         with self._join_lock:
+            if shared_scale:
+                if self._int8_shared is None:
+                    self._int8_shared = Int8Codes.of(self._stored, shared_scale=True)
+                return self._int8_shared
             if self._int8 is None:
                 self._int8 = Int8Codes.of(self._stored)
             return self._int8
@@ -288,7 +340,9 @@ class ExactIndex(Index):
             scores[:, :found], rows = int8_search(vectors, self._codes(), q, found, torch.get_num_threads())
             out_ids[:, :found] = ids[rows]
         elif found and len(q):
-            scores[:, :found], rows = exact_search(vectors, q, found, self.chunk_queries, self.chunk_items)
+            coded = self._codes(shared_scale=True) if int8_products_pay(len(q), len(vectors), found) else None
+            scores[:, :found], rows = exact_search(vectors, q, found, self.chunk_queries, self.chunk_items,
+                                                   int8=coded is not None, coded=coded)
             out_ids[:, :found] = ids[rows]
         return scores, out_ids
 

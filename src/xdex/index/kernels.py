@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
@@ -22,7 +24,7 @@ def _insert(top_scores: np.ndarray, top_columns: np.ndarray, size: int, score: f
 
 
 @numba.njit(cache=True, nogil=True)
-def _none_above(span: np.ndarray, threshold: float) -> bool:
+def _none_above(span: np.ndarray, threshold: float | np.integer[Any]) -> bool:
     """Whether no value of ``span`` is above ``threshold`` (NaN never is). ``span`` is a slice indexed from 0: the
     compiler turns this count into vector instructions, and did not for indices running from a span's start inside
     a row (a sixth of the speed)."""

@@ -9,31 +9,43 @@ float32's bytes. The query is rounded to integers too, ``q ~ step * q_int`` (``s
 integers and add in 32 bits (1.4 times the speed of the same loop over a float32 query on 10^5 x 256 codes). They
 are off by at most
 
-    b = max(scale) * ||q||_1 * (1/2 + 254 gamma_d) + max(scale * ||codes||_1) * step / 2
-        + 2 gamma_d ||q||_2 max ||x||_2 + 2^-22 ||q||_2 max ||x||_2,    gamma_d ~ d 2^-24
+    b = ||q||_2 max ||e_x||_2 + ||e_q||_2 max ||scale * codes||_2 + (2 gamma_d + 2^-22) ||q||_2 max ||x||_2,
+    gamma_d ~ d 2^-24
 
-(half a code step per component and the rounding of ``x / scale``, half a query step per component, float32's
-sums of the rescored candidates, and the rounding of each approximate score to float32). The items of the true
+where ``e_x = x - scale * codes`` and ``e_q = q - step * q_int`` are the rounding errors themselves, measured when
+the codes are made (``q.x - q^.x^ = q.e_x + e_q.x^``, each bounded by Cauchy-Schwarz: about 0.7 of the bound by
+half a step per component), and the last terms cover float32's sums of the rescored candidates and the rounding of
+each approximate score to float32. The items of the true
 top-k (float32 scores) all score at least ``s_k - 2 b`` approximately, where ``s_k`` is the k-th best approximate
 score: those candidates are scored again in float32 and ordered as :func:`xdex.index.exact.exact_search` orders
 (ties to the lower row), so the ranking is the float32 search's, whatever the data. Written here because the index
 libraries' int8 indexes (faiss's scalar quantizer) return approximate scores and rankings.
+
+Many queries go through int8 products instead (:func:`int8_products_search`): the queries rounded to int8 as well
+(``Q = 127``), each block of items multiplied by all of them at once in the CPU's int8 instructions (torch's
+``_int_mm``; with AVX-512 VNNI about four times float32's rate), the integer scores merged into each query's k
+best while every item within ``2 b`` of the k-th best so far is collected, in one compiled pass; the argument and
+the rescoring are the scan's.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
+import torch
 
 from xdex.hardware import in_parts, numba_parallel_is_thread_safe, numba_threads
-from xdex.index.kernels import SKIP, candidate_products, merge_row
+from xdex.index.kernels import SKIP, _none_above, candidate_products, merge_row
 
 CODE_MAX = 127
 QUERY_MAX = 32767  # the query's integers are int16
 SCAN_BLOCK = 256  # items scanned by every query in turn: 64 KB of codes of dimension 256, in a core's own cache
 SPLIT_FROM_ITEMS = 2 * 16384  # items from which a scan is split between threads (fewer: one part's work is short)
+PRODUCT_QUERY_MAX = 127  # queries multiplied in int8: the products' 8-bit operands
 
 
 @numba.njit(cache=True, nogil=True)
@@ -80,6 +92,21 @@ def _approximate_scores(codes: np.ndarray, scales: np.ndarray, queries: np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
+def _rounding_norms(vectors: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> tuple[float, float]:
+    """The largest ``||x - scale * codes||_2`` and ``||scale * codes||_2`` over the rows, in float64 (each product
+    of a float32 scale and a code is exact there), widened by 2^-30 for float64's own rounding."""
+    error = coded = 0.0
+    for i in range(vectors.shape[0]):
+        error_squares = coded_squares = 0.0
+        for j in range(vectors.shape[1]):
+            value = np.float64(scales[i]) * codes[i, j]
+            error_squares += (np.float64(vectors[i, j]) - value) ** 2
+            coded_squares += value * value
+        error, coded = max(error, np.sqrt(error_squares)), max(coded, np.sqrt(coded_squares))
+    return error * (1 + 2.0**-30), coded * (1 + 2.0**-30)
+
+
+@numba.njit(cache=True, nogil=True)
 def _query_integers(queries: np.ndarray, top: int, integers: np.ndarray, steps: np.ndarray) -> None:
     """Each query's step ``max |q_j| / top`` (1 for a zero query) and its integers ``rint(q_j / step)``, each off by
     at most half a step."""
@@ -94,19 +121,21 @@ def _query_integers(queries: np.ndarray, top: int, integers: np.ndarray, steps: 
 
 
 @numba.njit(cache=True, nogil=True)
-def _error_bounds(queries: np.ndarray, steps: np.ndarray, largest_scale: float, largest_mass: float,
-                  largest_norm: float, out: np.ndarray) -> None:
-    """``b`` of the module docstring for each query, its sums in float64."""
+def _error_bounds(queries: np.ndarray, integers: np.ndarray, steps: np.ndarray, largest_error: float,
+                  largest_coded_norm: float, largest_norm: float, out: np.ndarray) -> None:
+    """``b`` of the module docstring for each query, its sums in float64 (widened by 2^-30 of each term: float64's
+    own rounding)."""
     d = queries.shape[1]
     gamma = d * 2.0**-24 / (1 - d * 2.0**-24)
     for r in range(queries.shape[0]):
-        mass = squares = 0.0
+        squares = error_squares = 0.0
         for j in range(d):
             value = np.float64(queries[r, j])
-            mass += abs(value)
             squares += value * value
-        out[r] = (largest_scale * mass * (0.5 + 2 * CODE_MAX * gamma) + largest_mass * steps[r] * (0.5 + 2.0**-40)
-                  + (2 * gamma + 2.0**-22) * np.sqrt(squares) * largest_norm)
+            error_squares += (value - steps[r] * integers[r, j]) ** 2
+        norm = np.sqrt(squares)
+        out[r] = ((norm * largest_error + np.sqrt(error_squares) * largest_coded_norm) * (1 + 2.0**-30)
+                  + (2 * gamma + 2.0**-22) * norm * largest_norm)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -152,20 +181,33 @@ class Int8Codes:
     scales: np.ndarray  # float32 [n]
     largest_scale: float  # max scale
     largest_norm: float  # max ||x||_2 over the items
-    largest_mass: float  # max scale * ||codes||_1 over the items
+    largest_error: float  # max ||x - scale * codes||_2 over the items (in float64, widened by 2^-30)
+    largest_coded_norm: float  # max ||scale * codes||_2 over the items (the same)
 
     @classmethod
-    def of(cls, vectors: np.ndarray, chunk: int = 65536) -> Int8Codes:
+    def of(cls, vectors: np.ndarray, chunk: int = 65536, shared_scale: bool = False) -> Int8Codes:
+        """The codes of ``vectors`` ``[n, d]``, read ``chunk`` rows at a time (memory-mapped vectors block by
+        block): each row at a scale of its own, or every row at the largest (``shared_scale``: the scale
+        :func:`int8_products_search` needs, for the same error bound)."""
         codes = np.empty(vectors.shape, np.int8)
         scales = np.empty(len(vectors), np.float32)
-        largest = mass = 0.0
+        largest = error = coded_norm = shared = 0.0
+        if shared_scale:
+            for start in range(0, len(vectors), chunk):
+                shared = max(shared, float(np.abs(vectors[start : start + chunk]).max(initial=0.0)))
+            shared = float(np.float32(shared) / np.float32(CODE_MAX))
         for start in range(0, len(vectors), chunk):  # memory-mapped vectors are read block by block
             block = np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32)
-            _encode(block, codes[start : start + chunk], scales[start : start + chunk])
+            if shared > 0:
+                _encode_shared(block, shared, codes[start : start + chunk])
+                scales[start : start + chunk] = shared
+            else:
+                _encode(block, codes[start : start + chunk], scales[start : start + chunk])
             largest = max(largest, float(np.linalg.norm(block, axis=1).max()))
-            l1 = np.abs(codes[start : start + chunk]).sum(axis=1, dtype=np.int64)
-            mass = max(mass, float((scales[start : start + chunk].astype(np.float64) * l1).max()))
-        return cls(codes, scales, float(scales.max()) if len(scales) else 0.0, largest, mass)
+            block_error, block_coded = _rounding_norms(block, codes[start : start + chunk],
+                                                       scales[start : start + chunk])
+            error, coded_norm = max(error, block_error), max(coded_norm, block_coded)
+        return cls(codes, scales, float(scales.max()) if len(scales) else 0.0, largest, error, coded_norm)
 
     def query_integers(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The queries ``[m, d]`` as int16 integers and their steps ``[m]`` (float64): ``q ~ step * q_int`` with
@@ -176,11 +218,11 @@ class Int8Codes:
         _query_integers(queries, top, integers, steps)
         return integers, steps
 
-    def error_bounds(self, queries: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """``b`` of the module docstring for each query ``[m, d]`` with its step: how far an approximate score may
-        be from the float32 score."""
+    def error_bounds(self, queries: np.ndarray, integers: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """``b`` of the module docstring for each query ``[m, d]`` with its integers and step: how far an approximate
+        score may be from the float32 score."""
         out = np.empty(len(queries), np.float64)
-        _error_bounds(queries, steps, self.largest_scale, self.largest_mass, self.largest_norm, out)
+        _error_bounds(queries, integers, steps, self.largest_error, self.largest_coded_norm, self.largest_norm, out)
         return out
 
 
@@ -215,5 +257,162 @@ def int8_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int
     integers, steps = coded.query_integers(many)
     approximate = _scores(coded, integers, steps, threads)
     scores, rows = np.empty((len(many), k), np.float32), np.empty((len(many), k), np.int64)
-    _rescored(items, many, approximate, coded.error_bounds(many, steps), scores, rows)
+    _rescored(items, many, approximate, coded.error_bounds(many, integers, steps), scores, rows)
     return (scores, rows) if queries.ndim == 2 else (scores[0], rows[0])
+
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_shared(vectors: np.ndarray, scale: float, codes: np.ndarray) -> None:
+    """Every row's int8 codes at one ``scale`` (positive), rounded to nearest."""
+    for i in range(vectors.shape[0]):
+        for j in range(vectors.shape[1]):
+            codes[i, j] = np.int8(round(vectors[i, j] / scale))
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_at_least(found: np.ndarray, values: np.ndarray, count: int, threshold: int) -> int:
+    """Keep, in order, the first ``count`` entries of ``found`` / ``values`` whose value is at least ``threshold``;
+    returns how many."""
+    kept = 0
+    for c in range(count):
+        if values[c] >= threshold:
+            found[kept], values[kept] = found[c], values[c]
+            kept += 1
+    return kept
+
+
+@numba.njit(cache=True, nogil=True)
+def _below(kth: np.int32, margin: np.int64) -> np.int32:
+    """The largest product not collected: ``kth - margin - 1``, as an int32 (at least int32's smallest), so that
+    spans are counted in 32-bit lanes."""
+    return np.int32(max(np.int64(kth) - margin - 1, -(2**31)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_and_collect(products: np.ndarray, offset: int, margins: np.ndarray, best: np.ndarray,
+                       best_rows: np.ndarray, sizes: np.ndarray, found: np.ndarray, values: np.ndarray,
+                       counts: np.ndarray) -> None:
+    """One block of integer products (query by item, the items numbered from ``offset``) into each query's state:
+    its ``k`` best products so far (``best`` / ``best_rows`` / ``sizes``, merged by
+    :func:`xdex.index.kernels.merge_row`), then, in item order, every item of the block whose product is at least
+    the k-th best less the query's ``margins`` (``found`` / ``values`` / ``counts``; every item while the query has
+    fewer than ``k``), a span of ``SKIP`` products below that passed over in one count. A full buffer is cut to the
+    current threshold; a query whose buffer is still full gets count -1 and is left (searched again by the
+    caller). The threshold only rises, so every item at least the final k-th best less the margin is collected."""
+    k, room = best.shape[1], found.shape[1]
+    for i in range(products.shape[0]):
+        count = counts[i]
+        if count < 0:
+            continue
+        row = products[i]
+        sizes[i] = merge_row(row, offset, best[i], best_rows[i], sizes[i])
+        limit = _below(best[i, k - 1], margins[i]) if sizes[i] == k else np.int32(-(2**31))
+        for start in range(0, len(row), SKIP):
+            span = row[start : start + SKIP]
+            if _none_above(span, limit):
+                continue
+            for j in range(len(span)):
+                if span[j] > limit:
+                    if count == room:
+                        count = _keep_at_least(found[i], values[i], count, np.int64(limit) + 1)
+                        if count == room:
+                            count = -1
+                            break
+                    found[i, count], values[i, count] = start + j + offset, span[j]
+                    count += 1
+            if count < 0:
+                break
+        counts[i] = count
+
+
+@numba.njit(cache=True, nogil=True)
+def _rescore_found(items: np.ndarray, queries: np.ndarray, found: np.ndarray, values: np.ndarray,
+                   counts: np.ndarray, best: np.ndarray, margins: np.ndarray, scores: np.ndarray,
+                   rows: np.ndarray) -> None:
+    """Each query's float32 top-``k`` (``k`` the width of ``scores``) from its collected items: those at least its
+    final k-th best product less its margin, scored again in float32 and ordered by score, ties to the lower row
+    (they are in row order). Queries with count -1 are left."""
+    k = scores.shape[1]
+    columns = np.empty(k, np.int64)
+    for r in range(queries.shape[0]):
+        if counts[r] < 0:
+            continue
+        count = _keep_at_least(found[r], values[r], counts[r], np.int64(_below(best[r, k - 1], margins[r])) + 1)
+        exact = candidate_products(items, queries[r : r + 1], found[r : r + 1, :count])[0]
+        merge_row(exact, 0, scores[r], columns, 0)
+        for c in range(k):
+            rows[r, c] = found[r, columns[c]]
+
+
+class _Shortlists(NamedTuple):
+    """Each query's state in :func:`int8_products_search`: its k best products so far, and the items collected."""
+
+    best: np.ndarray  # int32 [m, k]
+    best_rows: np.ndarray  # int64 [m, k]
+    sizes: np.ndarray  # int64 [m]: entries of best so far
+    found: np.ndarray  # int64 [m, room]: items collected, in row order
+    values: np.ndarray  # int32 [m, room]: their products
+    counts: np.ndarray  # int64 [m]: items collected; -1 for a query left
+
+    @classmethod
+    def empty(cls, m: int, k: int, room: int) -> _Shortlists:
+        return cls(np.empty((m, k), np.int32), np.empty((m, k), np.int64), np.zeros(m, np.int64),
+                   np.empty((m, room), np.int64), np.empty((m, room), np.int32), np.zeros(m, np.int64))
+
+    def rows(self, start: int, end: int) -> _Shortlists:
+        return _Shortlists(*(array[start:end] for array in self))
+
+
+def _merge_rows(products: np.ndarray, offset: int, margins: np.ndarray, lists: _Shortlists, start: int,
+                end: int) -> None:
+    """:func:`_merge_and_collect` of queries ``start .. end - 1``."""
+    _merge_and_collect(products[start:end], offset, margins[start:end], *lists.rows(start, end))
+
+
+def _rescore_rows(items: np.ndarray, queries: np.ndarray, margins: np.ndarray, lists: _Shortlists,
+                  scores: np.ndarray, rows: np.ndarray, start: int, end: int) -> None:
+    """:func:`_rescore_found` of queries ``start .. end - 1``."""
+    part = lists.rows(start, end)
+    _rescore_found(items, queries[start:end], part.found, part.values, part.counts, part.best, margins[start:end],
+                   scores[start:end], rows[start:end])
+
+
+def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int, chunk_queries: int,
+                         chunk_items: int, threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The float32 exact top-``k`` of many queries ``[m, d]`` over ``items`` through int8 products with ``coded``
+    (the same items as int8 codes at one scale, :meth:`Int8Codes.of` with ``shared_scale``): scores and rows
+    ``[m, k]``, best first, ties to the lower row, and the positions of the queries it left (more items near their
+    k-th best than it keeps, ``4 k + 512``), which the caller searches in float32. The products run on torch's
+    threads, the merges on ``threads`` of our own, each over a share of the queries, in chunks of ``chunk_queries``
+    queries and blocks of ``chunk_items`` items."""
+    if not 0 < k <= len(items):
+        raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
+    if len(coded.scales) and coded.scales.min() != coded.largest_scale:
+        raise ValueError("int8 products need codes at one scale (Int8Codes.of(..., shared_scale=True))")
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    scores, rows = np.empty((len(queries), k), np.float32), np.empty((len(queries), k), np.int64)
+    left: list[np.ndarray] = [np.empty(0, np.int64)]
+    codes, room = torch.from_numpy(coded.codes), 4 * k + 512
+    integers, steps = np.empty(queries.shape, np.int16), np.empty(len(queries), np.float64)
+    _query_integers(queries, PRODUCT_QUERY_MAX, integers, steps)
+    # a product p approximates a score by p * scale * step: the 2 b of the module docstring as a whole number of
+    # products, rounded up (a wider margin only collects more)
+    scale = coded.largest_scale or 1.0
+    margins = np.floor(2 * coded.error_bounds(queries, integers, steps) / (scale * steps) * (1 + 2.0**-40))
+    margins = margins.astype(np.int64) + 1
+    buffer = torch.empty(min(chunk_queries, len(queries)) * min(chunk_items, len(items)), dtype=torch.int32)
+    # the products of every block go to one buffer: a new 32 MB array each time cost more than the product
+    for q0 in range(0, len(queries), chunk_queries):
+        at = slice(q0, q0 + chunk_queries)
+        chunk, chunk_margins = torch.from_numpy(integers[at].astype(np.int8)), margins[at]
+        m = len(chunk)
+        lists = _Shortlists.empty(m, k, room)
+        for i0 in range(0, len(items), chunk_items):
+            block = codes[i0 : i0 + chunk_items]
+            products = torch._int_mm(chunk, block.T, out=buffer[: m * len(block)].view(m, len(block))).numpy()
+            in_parts("int8", functools.partial(_merge_rows, products, i0, chunk_margins, lists), m, min(threads, m))
+        in_parts("int8", functools.partial(_rescore_rows, items, queries[at], chunk_margins, lists, scores[at],
+                                           rows[at]), m, min(threads, m))
+        left.append(q0 + np.flatnonzero(lists.counts < 0))
+    return scores, rows, np.concatenate(left)
