@@ -122,13 +122,14 @@ def _scan(items: np.ndarray, queries: np.ndarray, chunk_queries: int, chunk_item
     ``[len(queries), k]`` arrays ``scores`` and ``rows``."""
     for q0 in range(0, len(queries), chunk_queries):
         q = queries[q0 : q0 + chunk_queries]
-        q_bf16 = torch.from_numpy(q).bfloat16() if bf16 else None
+        q_bf16 = torch.tensor(q, dtype=torch.bfloat16) if bf16 else None  # a copy: read-only queries are fine
         sizes = np.zeros(len(q), np.int64)
         for i0 in range(0, len(items), chunk_items):
             block = np.ascontiguousarray(items[i0 : i0 + chunk_items], dtype=np.float32)
             top = (scores[q0 : q0 + len(q)], rows[q0 : q0 + len(q)], sizes)
             if q_bf16 is not None:
-                merge_top_k_bf16((q_bf16 @ torch.from_numpy(block).bfloat16().T).view(torch.int16).numpy(), i0, *top)
+                block_bf16 = torch.tensor(block, dtype=torch.bfloat16)
+                merge_top_k_bf16((q_bf16 @ block_bf16.T).view(torch.int16).numpy(), i0, *top)
             elif len(q) == 1:  # a served text: a compiled pass, faster than a BLAS product of one row
                 merge_top_k(row_products(block, q), i0, *top)
             elif len(q) < FEW_QUERIES:  # the block as the BLAS's left operand: half the time of q @ block.T
