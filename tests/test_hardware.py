@@ -9,6 +9,7 @@ import torch
 from xdex.hardware import (
     cores,
     cpu_has_bf16,
+    cpu_has_vnni,
     denormals_are_flushed,
     denormals_flushed,
     in_parts,
@@ -29,6 +30,15 @@ def test_cpu_has_bf16_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch
     monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
     monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
     assert cpu_has_bf16() is False
+
+
+def test_cpu_has_vnni_asks_torch_and_says_no_where_torch_cannot_tell(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: True, raising=False)
+    assert cpu_has_vnni() is True
+    monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: False)
+    assert cpu_has_vnni() is False
+    monkeypatch.delattr(torch.cpu, "_is_vnni_supported")
+    assert cpu_has_vnni() is False
 
 
 needs_flush = pytest.mark.skipif(not torch.set_flush_denormal(False), reason="this CPU cannot flush subnormal floats")
