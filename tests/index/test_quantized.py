@@ -354,3 +354,14 @@ def test_index_searches_many_queries_through_products_with_codes_made_once_and_r
     index.add(queries[:1] * 100, np.array([1000]))  # the best match of the first query, by far
     assert index.search(queries, 1)[1][0].tolist() == [1000]
     assert len(index._int8_shared.scales) == 301
+
+
+def test_int8_products_of_zero_vectors_leave_every_query_to_float32():
+    """Every product is 0, so every item ties at the k-th best: more candidates than kept, searched in float32,
+    ties to the lower row."""
+    items = np.zeros((700, 4), np.float32)
+    queries = np.random.default_rng(16).standard_normal((130, 4)).astype(np.float32)
+    coded = Int8Codes.of(items, shared_scale=True)
+    assert len(int8_products_search(items, coded, queries, 3, 64, 256, 2)[2]) == len(queries)
+    scores, rows = exact_search(items, queries, 3, int8=True, coded=coded)
+    assert (scores == 0).all() and (rows == np.arange(3)).all()

@@ -60,7 +60,7 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
 INT8_PRODUCTS_FROM_QUERIES = 128  # int8 products from this many queries, over this many items, for k at most
 INT8_PRODUCTS_FROM_ITEMS = 16384  # items / INT8_PRODUCTS_ITEMS_PER_K (a longer top-k has more candidates to
-INT8_PRODUCTS_ITEMS_PER_K = 1024  # rescore): `python -m benchmarks.bench_exact_int8`, docs/benchmarks.md
+INT8_PRODUCTS_ITEMS_PER_K = 1024  # rescore): `python -m benchmarks.bench_int8_products`, docs/benchmarks.md
 
 log = logging.getLogger(__name__)
 
