@@ -364,16 +364,18 @@ class _Shortlists(NamedTuple):
         return _Shortlists(*(array[start:end] for array in self))
 
 
-def _merge_rows(products: np.ndarray, offset: int, margins: np.ndarray, lists: _Shortlists, start: int,
-                end: int) -> None:
-    """:func:`_merge_and_collect` of queries ``start .. end - 1``."""
-    _merge_and_collect(products[start:end], offset, margins[start:end], *lists.rows(start, end))
-
-
-def _rescore_rows(items: np.ndarray, queries: np.ndarray, margins: np.ndarray, lists: _Shortlists,
-                  scores: np.ndarray, rows: np.ndarray, start: int, end: int) -> None:
-    """:func:`_rescore_found` of queries ``start .. end - 1``."""
-    part = lists.rows(start, end)
+def _search_rows(items: np.ndarray, codes: torch.Tensor, integers: np.ndarray, queries: np.ndarray,
+                 margins: np.ndarray, lists: _Shortlists, scores: np.ndarray, rows: np.ndarray, chunk_items: int,
+                 start: int, end: int) -> None:
+    """Queries ``start .. end - 1`` of a chunk: their products with each block of ``chunk_items`` codes (torch's
+    ``_int_mm``, into a buffer of their own), each merged and collected (:func:`_merge_and_collect`), then their
+    candidates rescored (:func:`_rescore_found`) into ``scores`` / ``rows``."""
+    chunk, part, m = torch.from_numpy(integers[start:end].astype(np.int8)), lists.rows(start, end), end - start
+    buffer = torch.empty(m * min(chunk_items, len(codes)), dtype=torch.int32)  # one for every block: a new 16 MB
+    for i0 in range(0, len(codes), chunk_items):  # array each time cost more than the product
+        block = codes[i0 : i0 + chunk_items]
+        products = torch._int_mm(chunk, block.T, out=buffer[: m * len(block)].view(m, len(block))).numpy()
+        _merge_and_collect(products, i0, margins[start:end], *part)
     _rescore_found(items, queries[start:end], part.found, part.values, part.counts, part.best, margins[start:end],
                    scores[start:end], rows[start:end])
 
@@ -383,9 +385,11 @@ def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarra
     """The float32 exact top-``k`` of many queries ``[m, d]`` over ``items`` through int8 products with ``coded``
     (the same items as int8 codes at one scale, :meth:`Int8Codes.of` with ``shared_scale``): scores and rows
     ``[m, k]``, best first, ties to the lower row, and the positions of the queries it left (more items near their
-    k-th best than it keeps, ``4 k + 512``), which the caller searches in float32. The products run on torch's
-    threads, the merges on ``threads`` of our own, each over a share of the queries, in chunks of ``chunk_queries``
-    queries and blocks of ``chunk_items`` items."""
+    k-th best than it keeps, ``4 k + 512``), which the caller searches in float32. The queries go in chunks of
+    ``chunk_queries``, each split between ``threads`` threads of our own that run their share's products (on
+    torch's threads) and merges in turn, over blocks of ``chunk_items`` items: one share's merges overlap the
+    other's products, where products of the whole chunk then merges left the cores to torch's threads spinning
+    after each product (2,000 texts over 27,879 labels: 54-68 against 70-80 ms; docs/benchmarks.md)."""
     if not 0 < k <= len(items):
         raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
     if len(coded.scales) and coded.scales.min() != coded.largest_scale:
@@ -401,18 +405,11 @@ def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarra
     scale = coded.largest_scale or 1.0
     margins = np.floor(2 * coded.error_bounds(queries, integers, steps) / (scale * steps) * (1 + 2.0**-40))
     margins = margins.astype(np.int64) + 1
-    buffer = torch.empty(min(chunk_queries, len(queries)) * min(chunk_items, len(items)), dtype=torch.int32)
-    # the products of every block go to one buffer: a new 32 MB array each time cost more than the product
     for q0 in range(0, len(queries), chunk_queries):
         at = slice(q0, q0 + chunk_queries)
-        chunk, chunk_margins = torch.from_numpy(integers[at].astype(np.int8)), margins[at]
-        m = len(chunk)
+        m = len(queries[at])
         lists = _Shortlists.empty(m, k, room)
-        for i0 in range(0, len(items), chunk_items):
-            block = codes[i0 : i0 + chunk_items]
-            products = torch._int_mm(chunk, block.T, out=buffer[: m * len(block)].view(m, len(block))).numpy()
-            in_parts("int8", functools.partial(_merge_rows, products, i0, chunk_margins, lists), m, min(threads, m))
-        in_parts("int8", functools.partial(_rescore_rows, items, queries[at], chunk_margins, lists, scores[at],
-                                           rows[at]), m, min(threads, m))
+        in_parts("int8", functools.partial(_search_rows, items, codes, integers[at], queries[at], margins[at], lists,
+                                           scores[at], rows[at], chunk_items), m, min(threads, m))
         left.append(q0 + np.flatnonzero(lists.counts < 0))
     return scores, rows, np.concatenate(left)
