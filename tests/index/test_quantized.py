@@ -325,20 +325,19 @@ def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_
     rng = np.random.default_rng(14)
     items = rng.standard_normal((2048, 8)).astype(np.float32)
     many = rng.standard_normal((exact.INT8_PRODUCTS_FROM_QUERIES, 8)).astype(np.float32)
-    exact_search(items, many, 2)
+    exact_search(items, many, exact.INT8_PRODUCTS_MAX_K)
     exact_search(items, many[:-1], 2)  # too few queries
     exact_search(items[:999], many, 2)  # too few items
-    exact_search(items, many, 3)  # k above items / 1024
+    exact_search(items, many, exact.INT8_PRODUCTS_MAX_K + 1)  # too long a top-k
     exact_search(items, many, 2, bf16=False)  # another search asked for
     monkeypatch.setattr(exact, "_VNNI", False)
     exact_search(items, many, 2)  # no int8 dot-product instructions
-    assert taken == [(len(many), 2)]
+    assert taken == [(len(many), exact.INT8_PRODUCTS_MAX_K)]
 
 
 def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", 20)
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_ITEMS_PER_K", 100)
     monkeypatch.setattr(exact, "_VNNI", True)
     rng = np.random.default_rng(15)
     index = ExactIndex(6)

@@ -58,9 +58,9 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 # 4 queries 0.34 / 1.25 / 2.5 ms through the codes against 0.35-0.45 / 4.2 / 9.6 in float32, 8 queries 0.67 / 2.5 /
 # 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
-INT8_PRODUCTS_FROM_QUERIES = 128  # int8 products from this many queries, over this many items, for k at most
-INT8_PRODUCTS_FROM_ITEMS = 16384  # items / INT8_PRODUCTS_ITEMS_PER_K (a longer top-k has more candidates to
-INT8_PRODUCTS_ITEMS_PER_K = 1024  # rescore): `python -m benchmarks.bench_int8_products`, docs/benchmarks.md
+INT8_PRODUCTS_FROM_QUERIES = 128  # int8 products from this many queries, over this many items, for a top-k of
+INT8_PRODUCTS_FROM_ITEMS = 4096  # at most this many (a longer top-k has more candidates to rescore; measured to
+INT8_PRODUCTS_MAX_K = 40  # 40): `python -m benchmarks.bench_int8_products`, docs/benchmarks.md
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def int8_products_pay(queries: int, items: int, k: int) -> bool:
     """Whether a search of ``queries`` queries for their top-``k`` of ``items`` items goes through int8 products by
     default: enough of both, a short top-k, and a CPU with int8 dot-product instructions."""
     return (queries >= INT8_PRODUCTS_FROM_QUERIES and items >= INT8_PRODUCTS_FROM_ITEMS
-            and k * INT8_PRODUCTS_ITEMS_PER_K <= items and _cpu_has_vnni())
+            and k <= INT8_PRODUCTS_MAX_K and _cpu_has_vnni())
 
 
 def exact_search(
