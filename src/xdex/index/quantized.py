@@ -22,10 +22,10 @@ score: those candidates are scored again in float32 and ordered as :func:`xdex.i
 libraries' int8 indexes (faiss's scalar quantizer) return approximate scores and rankings.
 
 Many queries go through int8 products instead (:func:`int8_products_search`): the queries rounded to int8 as well
-(``Q = 127``), each block of items multiplied by all of them at once in the CPU's int8 instructions (torch's
-``_int_mm``; with AVX-512 VNNI about four times float32's rate), the integer scores merged into each query's k
-best while every item within ``2 b`` of the k-th best so far is collected, in one compiled pass; the argument and
-the rescoring are the scan's.
+(``Q = 127``), each block of items multiplied by a share of them at once in the CPU's int8 instructions (torch's
+``_int_mm``; with AVX-512 VNNI about four times float32's rate), then the block merged into each query's k best and
+every item within ``2 b`` of the k-th best so far collected, in one compiled pass; the argument and the rescoring
+are the scan's.
 """
 
 from __future__ import annotations
@@ -371,8 +371,9 @@ def _search_rows(items: np.ndarray, codes: torch.Tensor, integers: np.ndarray, q
     ``_int_mm``, into a buffer of their own), each merged and collected (:func:`_merge_and_collect`), then their
     candidates rescored (:func:`_rescore_found`) into ``scores`` / ``rows``."""
     chunk, part, m = torch.from_numpy(integers[start:end].astype(np.int8)), lists.rows(start, end), end - start
-    buffer = torch.empty(m * min(chunk_items, len(codes)), dtype=torch.int32)  # one for every block: a new 16 MB
-    for i0 in range(0, len(codes), chunk_items):  # array each time cost more than the product
+    # one buffer for every block's products: a new 16 MB array each time cost more than the product
+    buffer = torch.empty(m * min(chunk_items, len(codes)), dtype=torch.int32)
+    for i0 in range(0, len(codes), chunk_items):
         block = codes[i0 : i0 + chunk_items]
         products = torch._int_mm(chunk, block.T, out=buffer[: m * len(block)].view(m, len(block))).numpy()
         _merge_and_collect(products, i0, margins[start:end], *part)
