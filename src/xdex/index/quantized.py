@@ -148,6 +148,18 @@ def _count_at_least(values: np.ndarray, threshold: float) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _rescore(items: np.ndarray, query: np.ndarray, candidates: np.ndarray, scores: np.ndarray, rows: np.ndarray,
+             columns: np.ndarray) -> None:
+    """One query's (``[1, d]``) float32 top-``k`` (``k`` the width of ``scores``) among ``candidates``, item rows in
+    increasing order: each scored again in float32, the best into ``scores`` / ``rows``, among equal scores the
+    lower row first (``columns``: ``k`` entries of room)."""
+    exact = candidate_products(items, query, candidates.reshape(1, -1))[0]
+    merge_row(exact, 0, scores, columns, 0)
+    for c in range(len(scores)):
+        rows[c] = candidates[columns[c]]
+
+
+@numba.njit(cache=True, nogil=True)
 def _rescored(items: np.ndarray, queries: np.ndarray, approximate: np.ndarray, bounds: np.ndarray,
               scores: np.ndarray, rows: np.ndarray) -> None:
     """The float32 top-``k`` of each query into its row of ``scores`` / ``rows`` (``k`` their width): every item
@@ -167,10 +179,7 @@ def _rescored(items: np.ndarray, queries: np.ndarray, approximate: np.ndarray, b
                     if span[j] >= threshold:
                         candidates[count] = start + j
                         count += 1
-        exact = candidate_products(items, queries[r : r + 1], candidates.reshape(1, -1))[0]
-        merge_row(exact, 0, scores[r], columns, 0)  # candidates in row order: among equal scores the lower row first
-        for c in range(k):
-            rows[r, c] = candidates[columns[c]]
+        _rescore(items, queries[r : r + 1], candidates, scores[r], rows[r], columns)
 
 
 @dataclass(frozen=True)
@@ -339,10 +348,7 @@ def _rescore_found(items: np.ndarray, queries: np.ndarray, found: np.ndarray, va
         if counts[r] < 0:
             continue
         count = _keep_at_least(found[r], values[r], counts[r], np.int64(_below(best[r, k - 1], margins[r])) + 1)
-        exact = candidate_products(items, queries[r : r + 1], found[r : r + 1, :count])[0]
-        merge_row(exact, 0, scores[r], columns, 0)
-        for c in range(k):
-            rows[r, c] = found[r, columns[c]]
+        _rescore(items, queries[r : r + 1], found[r, :count], scores[r], rows[r], columns)
 
 
 class _Shortlists(NamedTuple):
