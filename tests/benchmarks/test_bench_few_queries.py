@@ -3,7 +3,9 @@ import pytest
 from benchmarks import bench_few_queries as bench
 
 
-def test_every_cell_is_timed_both_ways_and_printed(tmp_path, capsys):
+@pytest.mark.parametrize("vnni", [False, True])
+def test_every_cell_is_timed_every_way_and_printed(tmp_path, capsys, monkeypatch, vnni):
+    monkeypatch.setattr(bench, "cpu_has_vnni", lambda: vnni)  # int8 products are timed only where they pay
     vectors = np.random.default_rng(0).standard_normal((500, 16)).astype(np.float32)
     np.save(tmp_path / "vectors.npy", vectors)
     assert bench.main(["--vectors", str(tmp_path / "vectors.npy"), "--items", "200", "500", "--queries", "1", "3",
@@ -11,7 +13,9 @@ def test_every_cell_is_timed_both_ways_and_printed(tmp_path, capsys):
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 3 |"))]
     assert out.startswith(bench.SECTION) and "| queries | L = 200 | L = 500 |" in out
-    assert len(rows) == 2 and all(len(row.split("|")) == 5 and row.count(" / ") == 2 for row in rows)
+    ways = 3 if vnni else 2
+    assert len(rows) == 2 and all(len(row.split("|")) == 5 and row.count(" / ") == 2 * (ways - 1) for row in rows)
+    assert ("int8 codes / int8 products / float32 products" in out) == vnni
 
 
 def test_fewer_vectors_than_asked_are_refused(tmp_path, capsys):

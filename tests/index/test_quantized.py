@@ -355,6 +355,49 @@ def test_index_searches_many_queries_through_products_with_codes_made_once_and_r
     assert len(index._int8_shared.scales) == 301
 
 
+@pytest.mark.parametrize("vnni", [True, False])
+def test_index_sends_a_served_batch_through_products_from_their_query_count_and_fewer_through_the_codes(
+        monkeypatch, vnni):
+    monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_QUERIES", ((0, 20),))  # the codes' bound above the products' first count
+    monkeypatch.setattr(exact, "_VNNI", vnni)
+    routes = []
+    monkeypatch.setattr(exact, "int8_search", lambda *a: (routes.append(("codes", len(a[2]))), int8_search(*a))[1])
+    monkeypatch.setattr(exact, "int8_products_search",
+                        lambda *a: (routes.append(("products", len(a[2]))), int8_products_search(*a))[1])
+    rng = np.random.default_rng(17)
+    index = ExactIndex(8)
+    index.add(rng.standard_normal((500, 8)).astype(np.float32))
+    few = exact.INT8_PRODUCTS_FROM_QUERIES
+    queries = rng.standard_normal((few, 8)).astype(np.float32)
+    want = exact_search(index._consolidated()[0], queries, 5, bf16=False, int8=False)
+    for m in (few - 1, few):
+        scores, ids = index.search(queries[:m], 5)
+        assert_same_ranking(ids, scores, want[1][:m], want[0][:m])
+    assert routes == [("codes", few - 1), ("products" if vnni else "codes", few)]
+
+
+def test_a_chunk_of_few_queries_is_multiplied_in_one_share(monkeypatch):
+    """A product of few rows runs below the int8 rate: fewer than two shares of ``PRODUCT_SHARE_QUERIES`` queries
+    are multiplied on the calling thread (torch's threads alone), more are split between our threads."""
+    parts = []
+    real = quantized.in_parts
+    monkeypatch.setattr(quantized, "in_parts", lambda pool, work, n, count: (parts.append(count),
+                                                                              real(pool, work, n, count))[1])
+    rng = np.random.default_rng(18)
+    items = rng.standard_normal((600, 8)).astype(np.float32)
+    coded = Int8Codes.of(items, shared_scale=True)
+    share = quantized.PRODUCT_SHARE_QUERIES
+    for m in (1, 2 * share - 1, 2 * share, 3 * share):
+        queries = rng.standard_normal((m, 8)).astype(np.float32)
+        scores, rows, left = int8_products_search(items, coded, queries, 3, 1024, 256, threads=2)
+        want = exact_search(items, queries, 3, bf16=False, int8=False)
+        kept = np.setdiff1d(np.arange(m), left)
+        assert_same_ranking(rows[kept], scores[kept], want[1][kept], want[0][kept])
+    assert parts == [1, 1, 2, 2]
+
+
 def test_int8_products_of_zero_vectors_leave_every_query_to_float32():
     """Every product is 0, so every item ties at the k-th best: more candidates than kept, searched in float32,
     ties to the lower row."""

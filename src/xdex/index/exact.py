@@ -58,9 +58,12 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 # 4 queries 0.34 / 1.25 / 2.5 ms through the codes against 0.35-0.45 / 4.2 / 9.6 in float32, 8 queries 0.67 / 2.5 /
 # 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
-INT8_PRODUCTS_FROM_QUERIES = 128  # int8 products from this many queries, over this many items, for a top-k of
+INT8_PRODUCTS_FROM_QUERIES = 16  # int8 products from this many queries, over this many items, for a top-k of
 INT8_PRODUCTS_FROM_ITEMS = 4096  # at most this many (a longer top-k has more candidates to rescore; measured to
-INT8_PRODUCTS_MAX_K = 40  # 40): `python -m benchmarks.bench_int8_products`, docs/benchmarks.md
+INT8_PRODUCTS_MAX_K = 40  # 40): `python -m benchmarks.bench_int8_products` and, for fewer than 128 queries,
+# `python -m benchmarks.bench_few_queries` (docs/benchmarks.md: 16 queries over 27,879 / 10^5 labels 2.6 / 7-9.5 ms
+# against 4.4-4.7 / 10.4-10.5 through the codes and 5.1-6.0 / 15.0 in float32; below 16, the codes are as fast or
+# faster at 10^5 labels)
 
 log = logging.getLogger(__name__)
 
@@ -265,9 +268,9 @@ class ExactIndex(Index):
     several threads at once (the join is done by one of them); adding while searching is not safe.
     From ``INT8_FROM_BYTES`` bytes of vectors on, a few queries (4 to 16, more for more vectors: ``INT8_QUERIES``) are
     searched through int8 codes of the vectors (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes
-    read), made at the first such search and kept in memory (a quarter of the vectors' size); many queries for a
-    short top-k go through int8 products (:func:`int8_products_pay`) with codes of their own, at one scale, made and
-    kept alike.
+    read), made at the first such search and kept in memory (a quarter of the vectors' size); more queries (16 or
+    more on a CPU with int8 dot-product instructions) for a short top-k go through int8 products
+    (:func:`int8_products_pay`) with codes of their own, at one scale, made and kept alike.
     """
 
     kind = "exact"
@@ -337,13 +340,13 @@ class ExactIndex(Index):
         vectors, ids = self._consolidated()
         scores, out_ids = self._padded(len(q), k)
         found = min(k, len(ids))
-        if found and 0 < len(q) <= _int8_max_queries(vectors.nbytes):
+        products = found > 0 and int8_products_pay(len(q), len(vectors), found)
+        if found and not products and 0 < len(q) <= _int8_max_queries(vectors.nbytes):
             scores[:, :found], rows = int8_search(vectors, self._codes(), q, found, torch.get_num_threads())
             out_ids[:, :found] = ids[rows]
         elif found and len(q):
-            coded = self._codes(shared_scale=True) if int8_products_pay(len(q), len(vectors), found) else None
             scores[:, :found], rows = exact_search(vectors, q, found, self.chunk_queries, self.chunk_items,
-                                                   int8=coded is not None, coded=coded)
+                                                   int8=products, coded=self._codes(True) if products else None)
             out_ids[:, :found] = ids[rows]
         return scores, out_ids
 

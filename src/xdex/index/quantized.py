@@ -46,6 +46,9 @@ QUERY_MAX = 32767  # the query's integers are int16
 SCAN_BLOCK = 256  # items scanned by every query in turn: 64 KB of codes of dimension 256, in a core's own cache
 SPLIT_FROM_ITEMS = 2 * 16384  # items from which a scan is split between threads (fewer: one part's work is short)
 PRODUCT_QUERY_MAX = 127  # queries multiplied in int8: the products' 8-bit operands
+PRODUCT_SHARE_QUERIES = 32  # queries a thread of our own multiplies at least: a product of fewer rows runs below
+# the int8 rate (10^5 codes: 0.65 ms for one query, 2.7 for 8, 5.9 for 32), so a smaller chunk is one share, on
+# torch's threads alone (16 queries over 10^5 items: 5-7 ms in one share against 8.5-9 ms in two)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -393,10 +396,11 @@ def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarra
     (the same items as int8 codes at one scale, :meth:`Int8Codes.of` with ``shared_scale``): scores and rows
     ``[m, k]``, best first, ties to the lower row, and the positions of the queries it left (more items near their
     k-th best than it keeps, ``4 k + 512``), which the caller searches in float32. The queries go in chunks of
-    ``chunk_queries``, each split between ``threads`` threads of our own that run their share's products (on
-    torch's threads) and merges in turn, over blocks of ``chunk_items`` items: one share's merges overlap the
-    other's products, where products of the whole chunk then merges left the cores to torch's threads spinning
-    after each product (2,000 texts over 27,879 labels: 54-68 against 70-80 ms; docs/benchmarks.md)."""
+    ``chunk_queries``, each split between up to ``threads`` threads of our own (a share of at least
+    ``PRODUCT_SHARE_QUERIES`` queries each) that run their share's products (on torch's threads) and merges in turn,
+    over blocks of ``chunk_items`` items: one share's merges overlap the other's products, where products of the
+    whole chunk then merges left the cores to torch's threads spinning after each product (2,000 texts over 27,879
+    labels: 54-68 against 70-80 ms; docs/benchmarks.md)."""
     if not 0 < k <= len(items):
         raise ValueError(f"k must be between 1 and the {len(items)} items, got {k}")
     if len(coded.scales) and coded.scales.min() != coded.largest_scale:
@@ -417,6 +421,7 @@ def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarra
         m = len(queries[at])
         lists = _Shortlists.empty(m, k, room)
         in_parts("int8", functools.partial(_search_rows, items, codes, integers[at], queries[at], margins[at], lists,
-                                           scores[at], rows[at], chunk_items), m, min(threads, m))
+                                           scores[at], rows[at], chunk_items), m,
+                 min(threads, max(1, m // PRODUCT_SHARE_QUERIES)))
         left.append(q0 + np.flatnonzero(lists.counts < 0))
     return scores, rows, np.concatenate(left)
