@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 bf16 = f"{result['bf16'] * 1e3:.1f}" if "bf16" in result else "-"
                 rows.append(f"| {n:,} | {m:,} | {k} | {result['float32'] * 1e3:.1f} | {bf16} | "
                             f"{result['int8'] * 1e3:.1f} | {result['float32'] / result['int8']:.2f} | "
-                            f"{int(result['left'])} | {'int8' if int8_products_pay(m, n, k) else 'not int8'} |")
+                            f"{int(result['left'])} | {'int8' if int8_products_pay(m, items, k) else 'not int8'} |")
     load.append(load_average())
     vectors = f"the first L rows of `{args.vectors.name}`" if args.vectors is not None else "random unit vectors"
     queries_note = (f"the first m rows of `{args.query_vectors.name}`" if args.query_vectors is not None

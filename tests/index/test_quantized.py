@@ -321,10 +321,11 @@ def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_
     monkeypatch.setattr(exact, "int8_products_search", lambda *a: (taken.append((len(a[2]), a[3])),
                                                                    int8_products_search(*a))[1])
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 1000)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 20),))
     monkeypatch.setattr(exact, "_VNNI", True)
     rng = np.random.default_rng(14)
     items = rng.standard_normal((2048, 8)).astype(np.float32)
-    many = rng.standard_normal((exact.INT8_PRODUCTS_FROM_QUERIES, 8)).astype(np.float32)
+    many = rng.standard_normal((20, 8)).astype(np.float32)
     exact_search(items, many, exact.INT8_PRODUCTS_MAX_K)
     exact_search(items, many[:-1], 2)  # too few queries
     exact_search(items[:999], many, 2)  # too few items
@@ -337,7 +338,7 @@ def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_
 
 def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", 20)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 20),))
     monkeypatch.setattr(exact, "_VNNI", True)
     rng = np.random.default_rng(15)
     index = ExactIndex(6)
@@ -361,6 +362,7 @@ def test_index_sends_a_served_batch_through_products_from_their_query_count_and_
     monkeypatch.setattr(exact, "INT8_FROM_BYTES", 1000)
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
     monkeypatch.setattr(exact, "INT8_QUERIES", ((0, 20),))  # the codes' bound above the products' first count
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 16),))
     monkeypatch.setattr(exact, "_VNNI", vnni)
     routes = []
     monkeypatch.setattr(exact, "int8_search", lambda *a: (routes.append(("codes", len(a[2]))), int8_search(*a))[1])
@@ -369,13 +371,30 @@ def test_index_sends_a_served_batch_through_products_from_their_query_count_and_
     rng = np.random.default_rng(17)
     index = ExactIndex(8)
     index.add(rng.standard_normal((500, 8)).astype(np.float32))
-    few = exact.INT8_PRODUCTS_FROM_QUERIES
+    few = 16
     queries = rng.standard_normal((few, 8)).astype(np.float32)
     want = exact_search(index._consolidated()[0], queries, 5, bf16=False, int8=False)
     for m in (few - 1, few):
         scores, ids = index.search(queries[:m], 5)
         assert_same_ranking(ids, scores, want[1][:m], want[0][:m])
     assert routes == [("codes", few - 1), ("products" if vnni else "codes", few)]
+
+
+def test_how_many_queries_take_the_products_follows_the_vectors_size(monkeypatch):
+    monkeypatch.setattr(exact, "_VNNI", True)
+
+    def vectors(n: int, dim: int = 256) -> np.ndarray:  # their size, without the memory
+        return np.broadcast_to(np.float32(0), (n, dim))
+
+    assert exact.int8_products_pay(8, vectors(exact.INT8_PRODUCTS_FROM_ITEMS), 10)  # 4 MB
+    assert not exact.int8_products_pay(7, vectors(30_000), 10)
+    assert exact.int8_products_pay(8, vectors(30_000), 10)  # 30 MB
+    assert not exact.int8_products_pay(15, vectors(100_000), 10)  # 102 MB: the codes are faster below 16
+    assert exact.int8_products_pay(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K)
+    assert not exact.int8_products_pay(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K + 1)
+    assert not exact.int8_products_pay(1000, vectors(exact.INT8_PRODUCTS_FROM_ITEMS - 1, 4096), 10)
+    monkeypatch.setattr(exact, "_VNNI", False)
+    assert not exact.int8_products_pay(1000, vectors(100_000), 10)
 
 
 def test_a_chunk_of_few_queries_is_multiplied_in_one_share(monkeypatch):

@@ -58,12 +58,14 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 # 4 queries 0.34 / 1.25 / 2.5 ms through the codes against 0.35-0.45 / 4.2 / 9.6 in float32, 8 queries 0.67 / 2.5 /
 # 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
-INT8_PRODUCTS_FROM_QUERIES = 16  # int8 products from this many queries, over this many items, for a top-k of
-INT8_PRODUCTS_FROM_ITEMS = 4096  # at most this many (a longer top-k has more candidates to rescore; measured to
-INT8_PRODUCTS_MAX_K = 40  # 40): `python -m benchmarks.bench_int8_products` and, for fewer than 128 queries,
-# `python -m benchmarks.bench_few_queries` (docs/benchmarks.md: 16 queries over 27,879 / 10^5 labels 2.6 / 7-9.5 ms
-# against 4.4-4.7 / 10.4-10.5 through the codes and 5.1-6.0 / 15.0 in float32; below 16, the codes are as fast or
-# faster at 10^5 labels)
+INT8_PRODUCTS_FROM_QUERIES = ((64 << 20, 16), (0, 8))  # (float32 bytes from, queries from which int8 products
+# pay), over INT8_PRODUCTS_FROM_ITEMS items or more, for a top-k of at most INT8_PRODUCTS_MAX_K (a longer top-k has
+# more candidates to rescore): `python -m benchmarks.bench_few_queries` and `python -m benchmarks.bench_int8_products`
+# (docs/benchmarks.md). 8 queries over 27,879-30,000 labels: 1.5-1.9 ms against 2.9-3.4 through the codes and
+# 3.4-4.4 in float32; over 10^5 labels the codes stay faster below 16 queries (8: 5.6 against 7.3 ms), where a
+# product of few rows runs far below the int8 rate
+INT8_PRODUCTS_FROM_ITEMS = 4096
+INT8_PRODUCTS_MAX_K = 40
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +163,14 @@ def _bf16_top_k(items: np.ndarray, queries: np.ndarray, k: int, item_norm: float
     return scores, rows, len(again)
 
 
-def int8_products_pay(queries: int, items: int, k: int) -> bool:
-    """Whether a search of ``queries`` queries for their top-``k`` of ``items`` items goes through int8 products by
-    default: enough of both, a short top-k, and a CPU with int8 dot-product instructions."""
-    return (queries >= INT8_PRODUCTS_FROM_QUERIES and items >= INT8_PRODUCTS_FROM_ITEMS
-            and k <= INT8_PRODUCTS_MAX_K and _cpu_has_vnni())
+def int8_products_pay(queries: int, items: np.ndarray, k: int) -> bool:
+    """Whether a search of ``queries`` queries for their top-``k`` of the float32 vectors ``items`` goes through int8
+    products by default: enough of both (``INT8_PRODUCTS_FROM_QUERIES``, by the vectors' size), a short top-k, and
+    a CPU with int8 dot-product instructions."""
+    if len(items) < INT8_PRODUCTS_FROM_ITEMS or k > INT8_PRODUCTS_MAX_K:
+        return False
+    fewest = next(fewest for start, fewest in INT8_PRODUCTS_FROM_QUERIES if items.nbytes >= start)
+    return queries >= fewest and _cpu_has_vnni()
 
 
 def exact_search(
@@ -193,7 +198,7 @@ def exact_search(
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     threads = torch.get_num_threads() if len(queries) > 1 else 1
     if int8 is None:  # a caller that names bf16 asks for that search
-        int8 = bf16 is None and int8_products_pay(len(queries), len(items), k)
+        int8 = bf16 is None and int8_products_pay(len(queries), items, k)
     if bf16 is None:
         bf16 = len(queries) >= BF16_FROM_QUERIES and len(items) >= BF16_FROM_ITEMS and _cpu_has_bf16()
     bf16 = bool(bf16) and not int8 and k + BF16_MARGIN <= len(items)
@@ -268,8 +273,8 @@ class ExactIndex(Index):
     several threads at once (the join is done by one of them); adding while searching is not safe.
     From ``INT8_FROM_BYTES`` bytes of vectors on, a few queries (4 to 16, more for more vectors: ``INT8_QUERIES``) are
     searched through int8 codes of the vectors (:mod:`xdex.index.quantized`: the same ranking, a quarter of the bytes
-    read), made at the first such search and kept in memory (a quarter of the vectors' size); more queries (16 or
-    more on a CPU with int8 dot-product instructions) for a short top-k go through int8 products
+    read), made at the first such search and kept in memory (a quarter of the vectors' size); more queries (from 8
+    or 16 on a CPU with int8 dot-product instructions) for a short top-k go through int8 products
     (:func:`int8_products_pay`) with codes of their own, at one scale, made and kept alike.
     """
 
@@ -340,7 +345,7 @@ class ExactIndex(Index):
         vectors, ids = self._consolidated()
         scores, out_ids = self._padded(len(q), k)
         found = min(k, len(ids))
-        products = found > 0 and int8_products_pay(len(q), len(vectors), found)
+        products = found > 0 and int8_products_pay(len(q), vectors, found)
         if found and not products and 0 < len(q) <= _int8_max_queries(vectors.nbytes):
             scores[:, :found], rows = int8_search(vectors, self._codes(), q, found, torch.get_num_threads())
             out_ids[:, :found] = ids[rows]
