@@ -34,7 +34,7 @@ from xdex.index.exact import exact_search
 from xdex.index.quantized import Int8Codes, int8_search
 
 MODULE = "benchmarks.bench_few_queries"
-SECTION = "## A few queries at a time: int8 codes against float32 products"
+SECTION = "## A few queries at a time: int8 codes, int8 products and float32 products"
 log = logging.getLogger("bench_few_queries")
 
 
