@@ -321,19 +321,21 @@ def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_
     monkeypatch.setattr(exact, "int8_products_search", lambda *a: (taken.append((len(a[2]), a[3])),
                                                                    int8_products_search(*a))[1])
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 1000)
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 20),))
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 5),))  # where the caller keeps the codes
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_CODING_FROM_QUERIES", 20)  # where they are made for the search
     monkeypatch.setattr(exact, "_VNNI", True)
     rng = np.random.default_rng(14)
     items = rng.standard_normal((2048, 8)).astype(np.float32)
     many = rng.standard_normal((20, 8)).astype(np.float32)
     exact_search(items, many, exact.INT8_PRODUCTS_MAX_K)
-    exact_search(items, many[:-1], 2)  # too few queries
+    exact_search(items, many[:5], 2, coded=Int8Codes.of(items, shared_scale=True))  # codes kept: fewer pay
+    exact_search(items, many[:-1], 2)  # too few queries to make the codes for
     exact_search(items[:999], many, 2)  # too few items
     exact_search(items, many, exact.INT8_PRODUCTS_MAX_K + 1)  # too long a top-k
     exact_search(items, many, 2, bf16=False)  # another search asked for
     monkeypatch.setattr(exact, "_VNNI", False)
     exact_search(items, many, 2)  # no int8 dot-product instructions
-    assert taken == [(len(many), exact.INT8_PRODUCTS_MAX_K)]
+    assert taken == [(len(many), exact.INT8_PRODUCTS_MAX_K), (5, 2)]
 
 
 def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
@@ -386,15 +388,21 @@ def test_how_many_queries_take_the_products_follows_the_vectors_size(monkeypatch
     def vectors(n: int, dim: int = 256) -> np.ndarray:  # their size, without the memory
         return np.broadcast_to(np.float32(0), (n, dim))
 
-    assert exact.int8_products_pay(8, vectors(exact.INT8_PRODUCTS_FROM_ITEMS), 10)  # 4 MB
-    assert not exact.int8_products_pay(7, vectors(30_000), 10)
-    assert exact.int8_products_pay(8, vectors(30_000), 10)  # 30 MB
-    assert not exact.int8_products_pay(15, vectors(100_000), 10)  # 102 MB: the codes are faster below 16
-    assert exact.int8_products_pay(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K)
-    assert not exact.int8_products_pay(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K + 1)
-    assert not exact.int8_products_pay(1000, vectors(exact.INT8_PRODUCTS_FROM_ITEMS - 1, 4096), 10)
+    def kept(queries: int, items: np.ndarray, k: int = 10) -> bool:  # the codes kept, as ExactIndex does
+        return exact.int8_products_pay(queries, items, k, codes_kept=True)
+
+    assert kept(8, vectors(exact.INT8_PRODUCTS_FROM_ITEMS))  # 4 MB
+    assert not kept(7, vectors(30_000))
+    assert kept(8, vectors(30_000))  # 30 MB
+    assert not kept(15, vectors(100_000))  # 102 MB: the scan of the codes is faster below 16
+    assert kept(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K)
+    assert not kept(16, vectors(100_000), exact.INT8_PRODUCTS_MAX_K + 1)
+    assert not kept(1000, vectors(exact.INT8_PRODUCTS_FROM_ITEMS - 1, 4096))
+    many = exact.INT8_PRODUCTS_CODING_FROM_QUERIES  # the codes made for the one search: only for many queries
+    assert not exact.int8_products_pay(many - 1, vectors(100_000), 10)
+    assert exact.int8_products_pay(many, vectors(100_000), 10)
     monkeypatch.setattr(exact, "_VNNI", False)
-    assert not exact.int8_products_pay(1000, vectors(100_000), 10)
+    assert not kept(1000, vectors(100_000))
 
 
 def test_a_chunk_of_few_queries_is_multiplied_in_one_share(monkeypatch):

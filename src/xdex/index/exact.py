@@ -59,11 +59,13 @@ INT8_QUERIES = ((64 << 20, 16), (16 << 20, 8), (0, 4))  # (float32 bytes from, q
 # 5.0 against 0.43-0.51 / 3.3 / 11.6, 16 queries 1.4-2.1 / 5.2 / 9.3 against 0.56-0.86 / 3.8 / 13.0)
 FEW_QUERIES = 64  # fewer queries (a served batch): products as block @ q.T, whose item-major scores merge slower
 INT8_PRODUCTS_FROM_QUERIES = ((64 << 20, 16), (0, 8))  # (float32 bytes from, queries from which int8 products
-# pay), over INT8_PRODUCTS_FROM_ITEMS items or more, for a top-k of at most INT8_PRODUCTS_MAX_K (a longer top-k has
-# more candidates to rescore): `python -m benchmarks.bench_few_queries` and `python -m benchmarks.bench_int8_products`
-# (docs/benchmarks.md). 8 queries over 27,879-30,000 labels: 1.5-1.9 ms against 2.9-3.4 through the codes and
-# 3.4-4.4 in float32; over 10^5 labels the codes stay faster below 16 queries (8: 5.6 against 7.3 ms), where a
-# product of few rows runs far below the int8 rate
+# pay) where the codes are kept (ExactIndex), over INT8_PRODUCTS_FROM_ITEMS items or more, for a top-k of at most
+# INT8_PRODUCTS_MAX_K (a longer top-k has more candidates to rescore): `python -m benchmarks.bench_few_queries` and
+# `python -m benchmarks.bench_int8_products` (docs/benchmarks.md). 8 queries over 27,879-30,000 labels: 1.5-1.9 ms
+# against 2.9-3.4 through the codes and 3.4-4.4 in float32; over 10^5 labels the codes stay faster below 16 queries
+# (8: 5.6 against 7.3 ms), where a product of few rows runs far below the int8 rate
+INT8_PRODUCTS_CODING_FROM_QUERIES = 128  # the same where the codes are made for the one search: making them takes
+# about 0.5 us a vector (25-50 ms at 10^5 of 256), more than the products save for fewer queries
 INT8_PRODUCTS_FROM_ITEMS = 4096
 INT8_PRODUCTS_MAX_K = 40
 
@@ -163,13 +165,15 @@ def _bf16_top_k(items: np.ndarray, queries: np.ndarray, k: int, item_norm: float
     return scores, rows, len(again)
 
 
-def int8_products_pay(queries: int, items: np.ndarray, k: int) -> bool:
+def int8_products_pay(queries: int, items: np.ndarray, k: int, codes_kept: bool = False) -> bool:
     """Whether a search of ``queries`` queries for their top-``k`` of the float32 vectors ``items`` goes through int8
-    products by default: enough of both (``INT8_PRODUCTS_FROM_QUERIES``, by the vectors' size), a short top-k, and
-    a CPU with int8 dot-product instructions."""
+    products by default: enough of both (``INT8_PRODUCTS_FROM_QUERIES`` by the vectors' size where the caller keeps
+    the codes, else ``INT8_PRODUCTS_CODING_FROM_QUERIES``), a short top-k, and a CPU with int8 dot-product
+    instructions."""
     if len(items) < INT8_PRODUCTS_FROM_ITEMS or k > INT8_PRODUCTS_MAX_K:
         return False
-    fewest = next(fewest for start, fewest in INT8_PRODUCTS_FROM_QUERIES if items.nbytes >= start)
+    fewest = (next(fewest for start, fewest in INT8_PRODUCTS_FROM_QUERIES if items.nbytes >= start) if codes_kept
+              else INT8_PRODUCTS_CODING_FROM_QUERIES)
     return queries >= fewest and _cpu_has_vnni()
 
 
@@ -198,7 +202,7 @@ def exact_search(
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     threads = torch.get_num_threads() if len(queries) > 1 else 1
     if int8 is None:  # a caller that names bf16 asks for that search
-        int8 = bf16 is None and int8_products_pay(len(queries), items, k)
+        int8 = bf16 is None and int8_products_pay(len(queries), items, k, codes_kept=coded is not None)
     if bf16 is None:
         bf16 = len(queries) >= BF16_FROM_QUERIES and len(items) >= BF16_FROM_ITEMS and _cpu_has_bf16()
     bf16 = bool(bf16) and not int8 and k + BF16_MARGIN <= len(items)
@@ -345,7 +349,7 @@ class ExactIndex(Index):
         vectors, ids = self._consolidated()
         scores, out_ids = self._padded(len(q), k)
         found = min(k, len(ids))
-        products = found > 0 and int8_products_pay(len(q), vectors, found)
+        products = found > 0 and int8_products_pay(len(q), vectors, found, codes_kept=True)
         if found and not products and 0 < len(q) <= _int8_max_queries(vectors.nbytes):
             scores[:, :found], rows = int8_search(vectors, self._codes(), q, found, torch.get_num_threads())
             out_ids[:, :found] = ids[rows]
