@@ -6,18 +6,25 @@ from __future__ import annotations
 import numpy as np
 
 from xdex.index.base import Index
-from xdex.index.exact import ExactIndex, exact_search
+from xdex.index.exact import exact_search
+from xdex.index.vectors import as_matrix
 from xdex.metrics.ranking import Ranking
 
 
 def retrieve(queries: np.ndarray, labels: np.ndarray | Index, k: int) -> Ranking:
-    """The ``k`` labels of highest inner product for each query; ``labels`` are vectors or an index."""
-    if isinstance(labels, np.ndarray):
-        index = ExactIndex(labels.shape[1], metric="ip")
-        index.add(np.ascontiguousarray(labels, dtype=np.float32))
-        labels = index
-    scores, ids = labels.search(np.ascontiguousarray(queries, dtype=np.float32), k)
-    return Ranking(ids.astype(np.int64), scores.astype(np.float32))
+    """The ``k`` labels of highest inner product for each query, ``-1``-padded beyond the labels there are;
+    ``labels`` are an index, or vectors searched exactly as they are (:func:`xdex.index.exact.exact_search`: no
+    copy, and no int8 codes kept for later searches, as an :class:`~xdex.index.exact.ExactIndex` would keep)."""
+    if isinstance(labels, Index):
+        scores, ids = labels.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return Ranking(ids.astype(np.int64), scores.astype(np.float32))
+    vectors = as_matrix(labels, "labels")
+    q = as_matrix(queries, "queries", vectors.shape[1])
+    scores, ids = Index._padded(len(q), Index._check_k(k))
+    found = min(k, len(vectors))
+    if found and len(q):
+        scores[:, :found], ids[:, :found] = exact_search(vectors, q, found)
+    return Ranking(ids, scores)
 
 
 def with_added(ranking: Ranking, queries: np.ndarray, vectors: np.ndarray, first_row: int, k: int) -> Ranking:
