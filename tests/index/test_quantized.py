@@ -405,6 +405,24 @@ def test_how_many_queries_take_the_products_follows_the_vectors_size(monkeypatch
     assert not kept(1000, vectors(100_000))
 
 
+def test_index_searches_through_products_from_several_threads_at_once_each_get_their_own_result(monkeypatch):
+    """Batches served side by side: small ones in one share on the caller's thread, larger ones split over the
+    shared pool of our threads, all with the index's one set of codes."""
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 8),))
+    monkeypatch.setattr(exact, "_VNNI", True)
+    rng = np.random.default_rng(19)
+    index = ExactIndex(8)
+    index.add(rng.standard_normal((3000, 8)).astype(np.float32))
+    batches = [rng.standard_normal((m, 8)).astype(np.float32) for m in (8, 20, 64, 100)]
+    want = [exact_search(index._consolidated()[0], batch, 6, bf16=False, int8=False) for batch in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda batch: index.search(batch, 6), [*batches, *batches]))
+    for (got_scores, got_ids), (want_scores, want_rows) in zip(got, [*want, *want], strict=True):
+        assert_same_ranking(got_ids, got_scores, want_rows, want_scores)
+    assert index._int8_shared is not None and index._int8 is None  # only the products' codes were made
+
+
 def test_a_chunk_of_few_queries_is_multiplied_in_one_share(monkeypatch):
     """A product of few rows runs below the int8 rate: fewer than two shares of ``PRODUCT_SHARE_QUERIES`` queries
     are multiplied on the calling thread (torch's threads alone), more are split between our threads."""
