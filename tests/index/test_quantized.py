@@ -338,10 +338,15 @@ def test_int8_products_taken_for_many_queries_a_short_top_k_and_a_cpu_with_int8_
     assert taken == [(len(many), exact.INT8_PRODUCTS_MAX_K), (5, 2)]
 
 
-def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
+def products_from(monkeypatch, queries: int) -> None:
+    """An index of 100 vectors or more takes the int8 products from ``queries`` queries, as on a CPU with VNNI."""
     monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 20),))
+    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, queries),))
     monkeypatch.setattr(exact, "_VNNI", True)
+
+
+def test_index_searches_many_queries_through_products_with_codes_made_once_and_remade_after_an_add(monkeypatch):
+    products_from(monkeypatch, 20)
     rng = np.random.default_rng(15)
     index = ExactIndex(6)
     index.add(rng.standard_normal((300, 6)).astype(np.float32))
@@ -408,9 +413,7 @@ def test_how_many_queries_take_the_products_follows_the_vectors_size(monkeypatch
 def test_index_searches_through_products_from_several_threads_at_once_each_get_their_own_result(monkeypatch):
     """Batches served side by side: small ones in one share on the caller's thread, larger ones split over the
     shared pool of our threads, all with the index's one set of codes."""
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_ITEMS", 100)
-    monkeypatch.setattr(exact, "INT8_PRODUCTS_FROM_QUERIES", ((0, 8),))
-    monkeypatch.setattr(exact, "_VNNI", True)
+    products_from(monkeypatch, 8)
     rng = np.random.default_rng(19)
     index = ExactIndex(8)
     index.add(rng.standard_normal((3000, 8)).astype(np.float32))
