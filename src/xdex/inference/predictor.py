@@ -56,8 +56,9 @@ BATCH_TEXTS = 4096  # texts per batch: more texts share a batch's fixed costs (h
 # the label table). 12,000 titles: 22,300 texts/s through the network alone and 8,300 fused in batches of 1,024,
 # 27,400 and 9,300 in batches of 4,096, and hardly more in 8,192 (docs/benchmarks.md, "Ranking stage: prediction cost")
 WARM_UP_BATCHES = (1, 4, 32, 64)  # texts of warm_up's calls: a served text, micro-batches of a few requests (through an
-# exact index's int8 codes from 4 MB of vectors) and of more (float32 products merged item by item), and a batch long
-# enough for the paths of many texts (the lexical shortlist beside the dense search, merges row by row)
+# exact index's int8 codes from 4 MB of vectors) and of more (int8 products on a CPU with VNNI, whose codes are made
+# then, else float32 products merged item by item), and a batch long enough for the paths of many texts (the lexical
+# shortlist beside the dense search, products in two shares, merges row by row)
 
 
 class ReadOnlyError(RuntimeError):
