@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from benchmarks.bench_index import unit_vectors
-from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat
+from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat, vectors_file
 from xdex.hardware import cpu_has_vnni
 from xdex.index.exact import exact_search
 from xdex.index.quantized import Int8Codes, int8_search
@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rng = np.random.default_rng(args.seed)
-    source = None if args.vectors is None else np.load(args.vectors, mmap_mode="r")
-    if source is not None and len(source) < max(args.items):
-        parser.error(f"{args.vectors} holds {len(source)} vectors, fewer than --items asks")
+    source = vectors_file(parser, args.vectors, max(args.items), "--items")
     products = cpu_has_vnni()  # int8 products run at the int8 rate only with these instructions
     ways = "int8 codes / int8 products / float32 products" if products else "int8 codes / float32 products"
     load = [load_average()]

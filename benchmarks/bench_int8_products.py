@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks.bench_index import unit_vectors
-from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat
+from benchmarks.harness import command_line, load_average, machine_line, median, publish, repeat, vectors_file
 from xdex.hardware import cpu_has_bf16, cpu_has_vnni
 from xdex.index.exact import CHUNK_ITEMS, CHUNK_QUERIES, exact_search, int8_products_pay
 from xdex.index.quantized import Int8Codes, int8_products_search
@@ -67,12 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rng = np.random.default_rng(args.seed)
-    source = None if args.vectors is None else np.load(args.vectors, mmap_mode="r")
-    texts = None if args.query_vectors is None else np.load(args.query_vectors, mmap_mode="r")
-    if source is not None and len(source) < max(args.items):
-        parser.error(f"{args.vectors} holds {len(source)} vectors, fewer than --items asks")
-    if texts is not None and len(texts) < max(args.queries):
-        parser.error(f"{args.query_vectors} holds {len(texts)} vectors, fewer than --queries asks")
+    source = vectors_file(parser, args.vectors, max(args.items), "--items")
+    texts = vectors_file(parser, args.query_vectors, max(args.queries), "--queries")
     load = [load_average()]
     rows = []
     for n in args.items:

@@ -90,6 +90,19 @@ def command_line(module: str, argv: Sequence[str], prefix: str = "") -> str:
 
 # --- the machine -------------------------------------------------------------------------------------
 
+def vectors_file(parser: Any, path: Path | None, needed: int, option: str) -> Any:
+    """The ``.npy`` of vectors at ``path``, memory-mapped (None without a path); ``parser.error`` when it holds
+    fewer than ``needed`` rows, naming ``option``, the command-line option that asks for them."""
+    import numpy as np
+
+    if path is None:
+        return None
+    vectors = np.load(path, mmap_mode="r")
+    if len(vectors) < needed:
+        parser.error(f"{path} holds {len(vectors)} vectors, fewer than {option} asks")
+    return vectors
+
+
 def cpu_model() -> str:
     """The processor's model name (Linux's /proc/cpuinfo), else its architecture."""
     info = Path("/proc/cpuinfo")
