@@ -64,6 +64,14 @@ def _encode(vectors: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> None:
             codes[i, j] = np.int8(round(vectors[i, j] / scale)) if scale > 0 else np.int8(0)
 
 
+@numba.njit(cache=True, nogil=True)
+def _encode_shared(vectors: np.ndarray, scale: float, codes: np.ndarray) -> None:
+    """Every row's int8 codes at one ``scale`` (positive), rounded to nearest."""
+    for i in range(vectors.shape[0]):
+        for j in range(vectors.shape[1]):
+            codes[i, j] = np.int8(round(vectors[i, j] / scale))
+
+
 @numba.njit(cache=True, nogil=True, fastmath=True)
 def _scan(codes: np.ndarray, scales: np.ndarray, queries: np.ndarray, steps: np.ndarray, out: np.ndarray,
           start: int, end: int) -> None:
@@ -221,11 +229,13 @@ class Int8Codes:
             error, coded_norm = max(error, block_error), max(coded_norm, block_coded)
         return cls(codes, scales, float(scales.max()) if len(scales) else 0.0, largest, error, coded_norm)
 
-    def query_integers(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def query_integers(self, queries: np.ndarray, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The queries ``[m, d]`` as int16 integers and their steps ``[m]`` (float64): ``q ~ step * q_int`` with
-        ``step = max |q_j| / Q``, ``Q = (2^31 - 1) // (127 d)`` at most 32,767 (int16), so that no item's sum of
-        ``d`` products leaves int32; a zero query has step 1."""
-        top = min(QUERY_MAX, (2**31 - 1) // (CODE_MAX * max(1, self.codes.shape[1])))
+        ``step = max |q_j| / Q``; ``Q`` is ``top`` where given (the products' ``PRODUCT_QUERY_MAX``), else
+        ``(2^31 - 1) // (127 d)`` at most 32,767 (int16), so that no item's sum of ``d`` products leaves int32; a
+        zero query has step 1."""
+        if top is None:
+            top = min(QUERY_MAX, (2**31 - 1) // (CODE_MAX * max(1, self.codes.shape[1])))
         integers, steps = np.empty(queries.shape, np.int16), np.empty(len(queries), np.float64)
         _query_integers(queries, top, integers, steps)
         return integers, steps
@@ -271,15 +281,6 @@ def int8_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarray, k: int
     scores, rows = np.empty((len(many), k), np.float32), np.empty((len(many), k), np.int64)
     _rescored(items, many, approximate, coded.error_bounds(many, integers, steps), scores, rows)
     return (scores, rows) if queries.ndim == 2 else (scores[0], rows[0])
-
-
-
-@numba.njit(cache=True, nogil=True)
-def _encode_shared(vectors: np.ndarray, scale: float, codes: np.ndarray) -> None:
-    """Every row's int8 codes at one ``scale`` (positive), rounded to nearest."""
-    for i in range(vectors.shape[0]):
-        for j in range(vectors.shape[1]):
-            codes[i, j] = np.int8(round(vectors[i, j] / scale))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -409,8 +410,7 @@ def int8_products_search(items: np.ndarray, coded: Int8Codes, queries: np.ndarra
     scores, rows = np.empty((len(queries), k), np.float32), np.empty((len(queries), k), np.int64)
     left: list[np.ndarray] = [np.empty(0, np.int64)]
     codes, room = torch.from_numpy(coded.codes), 4 * k + 512
-    integers, steps = np.empty(queries.shape, np.int16), np.empty(len(queries), np.float64)
-    _query_integers(queries, PRODUCT_QUERY_MAX, integers, steps)
+    integers, steps = coded.query_integers(queries, PRODUCT_QUERY_MAX)
     # a product p approximates a score by p * scale * step: the 2 b of the module docstring as a whole number of
     # products, rounded up (a wider margin only collects more)
     scale = coded.largest_scale or 1.0
