@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 
 import numpy as np
@@ -121,9 +122,11 @@ def test_a_saved_static_channel_keeps_its_vectors_and_needs_neither_cache_nor_pa
     texts = ["apple pie", "scheduler"]
     np.testing.assert_array_equal(again.embed(texts), static_channel.embed(texts))
     assert not (tmp_path / "empty").exists()
-    for name in ("model.safetensors", "config.json"):
-        (tmp_path / "encoder" / "encoder" / name).unlink(missing_ok=True)
-    with pytest.raises((ValueError, FileNotFoundError), match="encoder"):
+    (tmp_path / "encoder" / "encoder" / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(ValueError, match=r"encoder/encoder: missing or damaged static vectors of the minilm-static"):
+        EncoderChannel.load(tmp_path / "encoder", 4)
+    shutil.rmtree(tmp_path / "encoder" / "encoder")
+    with pytest.raises(ValueError, match=r"encoder/encoder: missing or damaged static vectors"):
         EncoderChannel.load(tmp_path / "encoder", 4)
 
 

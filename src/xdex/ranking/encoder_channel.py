@@ -140,9 +140,11 @@ class EncoderChannel:
         model = sentence_encoder(name)
         encoder = None
         if model.kind == "bag":
-            if not (folder / ENCODER_DIR).is_dir():
-                raise ValueError(f"{folder}: the {name} channel has no {ENCODER_DIR}/ folder with its static vectors")
-            encoder = BagOfEmbeddings.load(folder / ENCODER_DIR)
+            try:
+                encoder = BagOfEmbeddings.load(folder / ENCODER_DIR)
+            except (OSError, ValueError, KeyError) as e:
+                raise ValueError(f"{folder / ENCODER_DIR}: missing or damaged static vectors of the {name} channel "
+                                 f"({e})") from None
             encoder.eval()
         return cls(name, vectors, encoder)
 
