@@ -42,12 +42,11 @@ def union(root: Path, groups: dict[str, tuple[str, ...]]) -> Dataset:
     """The datasets of ``groups`` (group name -> datasets sharing one label catalogue) under ``root`` as one dataset
     (module docstring)."""
     loaded = {group: [load(root / name) for name in names] for group, names in groups.items()}
-    sizes = {group: sets[0].n_labels for group, sets in loaded.items()}
-    for group, sets in loaded.items():
+    for sets in loaded.values():
         for other in sets[1:]:
             if other.labels.ids != sets[0].labels.ids:
                 raise ValueError(f"{other.name} does not share the labels of {sets[0].name}")
-    total = sum(sizes.values())
+    total = sum(sets[0].n_labels for sets in loaded.values())
     ids: list[str] = []
     texts: list[str] = []
     descs: list[str] = []

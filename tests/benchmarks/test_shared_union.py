@@ -2,9 +2,9 @@
 
 import numpy as np
 import scipy.sparse as sp
-
 from benchmarks import shared_union
 from benchmarks.shared_union import union
+
 from xdex.data import Catalogue, Dataset, Split, load, save
 
 
