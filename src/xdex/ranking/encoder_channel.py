@@ -37,9 +37,7 @@ from xdex.atomic import atomic_write_bytes
 from xdex.encoders.bag import BagOfEmbeddings
 from xdex.encoders.base import Encoder
 from xdex.encoders.factory import build_encoder as build_packaged_encoder
-from xdex.encoders.packaged import PRETRAINED, PackagedModel, model_dir, source_name
-from xdex.encoders.transformer import Transformer
-from xdex.hardware import cpu_has_bf16
+from xdex.encoders.packaged import PRETRAINED, PackagedModel, source_name
 from xdex.index.exact import ExactIndex
 from xdex.jsonfile import read_json, write_json
 
@@ -166,14 +164,10 @@ def sentence_encoder(name: str) -> PackagedModel:
 
 
 def build_encoder(name: str) -> Encoder:
-    """The packaged encoder ``name``: the transformer with mean pooling, bf16 where the CPU computes in it, or the
-    plain mean of the static vectors (``weighting: none``: their SIF weights are in the vectors already)."""
-    model = sentence_encoder(name)
-    encoder: Encoder
-    if model.kind == "bag":
-        encoder = build_packaged_encoder({"pretrained": name, "weighting": "none", "max_length": MAX_LENGTH,
-                                          "sparse": False})
-    else:
-        encoder = Transformer(model_dir(model), pooling="mean", max_length=MAX_LENGTH, bf16=cpu_has_bf16())
+    """The packaged encoder ``name`` as ``encoder.pretrained`` builds it: the transformer with mean pooling (bf16 where
+    the CPU computes in it), or the plain mean of the static vectors (``weighting: none``: their SIF weights are in
+    the vectors already)."""
+    own = {"weighting": "none", "sparse": False} if sentence_encoder(name).kind == "bag" else {"pooling": "mean"}
+    encoder = build_packaged_encoder({"pretrained": name, "max_length": MAX_LENGTH, **own})
     encoder.eval()
     return encoder
